@@ -1,0 +1,38 @@
+"""The error classes of the public API. Every error ivm raises derives from IvmError."""
+
+from __future__ import annotations
+
+
+class IvmError(Exception):
+    """Base class of every error ivm raises."""
+
+
+class SqlError(IvmError):
+    """SQL text that cannot be parsed, or refers to tables or columns that do not exist."""
+
+
+class UnsupportedSQL(IvmError):
+    """SQL that parses but uses a construct ivm cannot maintain incrementally (yet).
+
+    The message names the construct and, where known, its position in the text.
+    """
+
+
+class SchemaError(IvmError):
+    """A batch whose columns or types do not fit its table."""
+
+
+class ConstraintError(IvmError):
+    """A batch that breaks a table constraint: deletes a row that is not there,
+    inserts a duplicate primary key, or puts NULL in a key or NOT NULL column."""
+
+
+class StateError(IvmError):
+    """Stored state that cannot be used (missing, corrupt, or from another version)."""
+
+
+class ExecutionError(IvmError):
+    """Evaluating a view failed on the data of a batch (e.g. a cast that cannot succeed).
+
+    Raised by ``ingest``; like every ingest error it leaves tables and views unchanged.
+    """

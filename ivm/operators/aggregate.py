@@ -1,0 +1,190 @@
+"""Incremental GROUP BY.
+
+Meaning: for each group g of the input (rows with positive net weight), one
+output row (g, f₁(g), …) with weight 1. A global aggregate (no keys) has exactly
+one output row, even over an empty input (COUNT 0, other aggregates NULL).
+
+State: a trace of *group versions*, partitioned by the group keys. Each row
+holds the keys, the group's row count ``__cnt``, per invertible aggregate its
+running sum ``__s<j>`` and count of non-NULL arguments ``__n<j>``, and the
+visible output values. An epoch appends, for every touched group, the old
+version with weight −1 and the new version with weight +1; consolidation
+(compaction) leaves one live version per group. The view-facing change is
+exactly those ±1 rows projected to keys and visible values.
+
+Per epoch:
+
+* COUNT/SUM/AVG (invertible): new state = old state + the delta's partial sums.
+* MIN/MAX: per-key recompute — for touched groups, the extreme over the input's
+  new integral (old integral ⊎ delta, rows with positive weight), so deleting
+  the current extreme is right.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ivm.plan import AggregateCall
+from ivm.render import W, column_list, null_safe_match, union_all_sql
+from ivm.schema import Column, Schema, quote
+
+COUNT = "__cnt"
+
+
+@dataclass(frozen=True)
+class AggregateShape:
+    """What the SQL of one aggregate operator needs to know."""
+
+    keys: tuple[str, ...]
+    calls: tuple[AggregateCall, ...]
+    output: Schema  # keys then call names, with DuckDB's types for them
+
+    @property
+    def extremes(self) -> tuple[AggregateCall, ...]:
+        """The MIN/MAX calls, recomputed per touched key."""
+        return tuple(c for c in self.calls if not c.invertible)
+
+    def state_columns(self) -> list[str]:
+        """Columns of the state trace, weight excluded, in order."""
+        columns = [*self.keys, COUNT]
+        for j, call in enumerate(self.calls):
+            if call.func in ("count", "sum", "avg"):
+                columns.append(f"__n{j}")
+            if call.func in ("sum", "avg"):
+                columns.append(f"__s{j}")
+        columns += [c.name for c in self.calls]
+        return columns
+
+
+def _partials(shape: AggregateShape) -> list[str]:
+    parts = [f"SUM({W})::BIGINT AS {COUNT}"]
+    for j, call in enumerate(shape.calls):
+        arg = quote(call.arg or "")
+        if call.func in ("count", "sum", "avg"):
+            parts.append(f"SUM(CASE WHEN {arg} IS NULL THEN 0 ELSE {W} END)::BIGINT AS __n{j}")
+        if call.func in ("sum", "avg"):
+            parts.append(f"SUM({arg} * {W}) AS __s{j}")
+    return parts
+
+
+def _combined(shape: AggregateShape) -> list[str]:
+    """New state columns: old state plus the delta's partials (a NULL old means no group)."""
+    parts = [f"COALESCE(o.{COUNT}, 0) + COALESCE(p.{COUNT}, 0) AS {COUNT}"]
+    for j, call in enumerate(shape.calls):
+        n = f"(COALESCE(o.__n{j}, 0) + COALESCE(p.__n{j}, 0))"
+        if call.func in ("count", "sum", "avg"):
+            parts.append(f"{n} AS __n{j}")
+        if call.func in ("sum", "avg"):
+            parts.append(
+                f"CASE WHEN {n} = 0 THEN NULL WHEN o.__s{j} IS NULL THEN p.__s{j} "
+                f"WHEN p.__s{j} IS NULL THEN o.__s{j} ELSE o.__s{j} + p.__s{j} END AS __s{j}"
+            )
+    return parts
+
+
+def _visible(shape: AggregateShape) -> list[str]:
+    """Visible output values computed from the new state (``n``) and recomputed extremes (``m``)."""
+    parts = []
+    for j, call in enumerate(shape.calls):
+        type_ = shape.output.type_of(call.name)
+        if call.func == "count_star":
+            value = f"n.{COUNT}"
+        elif call.func == "count":
+            value = f"n.__n{j}"
+        elif call.func == "sum":
+            value = f"n.__s{j}"
+        elif call.func == "avg":
+            value = f"CAST(n.__s{j} AS DOUBLE) / n.__n{j}"
+        else:
+            value = f"m.{quote(call.name)}"
+        parts.append(f"CAST({value} AS {type_}) AS {quote(call.name)}")
+    return parts
+
+
+def _extremes_sql(shape: AggregateShape, input_new: str) -> str:
+    """Per touched group, MIN/MAX over the live rows of the input's new integral."""
+    args = sorted({c.arg for c in shape.extremes if c.arg})
+    grouping = column_list([*shape.keys, *args])
+    live = (
+        f"SELECT {grouping}, SUM({W}) AS {W} FROM ({input_new}) AS x "
+        + (f"SEMI JOIN p ON {null_safe_match(shape.keys, 'x', 'p')} " if shape.keys else "")
+        + f"GROUP BY {grouping} HAVING SUM({W}) > 0"
+    )
+    values = [f"{c.func.upper()}({quote(c.arg or '')}) AS {quote(c.name)}" for c in shape.extremes]
+    group = f" GROUP BY {column_list(shape.keys)}" if shape.keys else ""
+    return f"SELECT {', '.join([*map(quote, shape.keys), *values])} FROM ({live}) AS l{group}"
+
+
+def aggregate_step_sql(
+    shape: AggregateShape,
+    delta: str,
+    state: str,
+    input_old: str,
+) -> str:
+    """SQL whose rows are this epoch's group versions: old ones with −1, new ones with +1.
+
+    ``delta`` is the input's change, ``state`` the state trace table, ``input_old`` the
+    input's integral before this epoch (read only for MIN/MAX).
+    """
+    keys = list(shape.keys)
+    state_cols = shape.state_columns()
+    ctes = [
+        f"p AS ({partials_sql(shape, delta)})",
+        "o AS (SELECT {cols} FROM {state} AS s{semi} GROUP BY ALL HAVING SUM({w}) > 0)".format(
+            cols=column_list(state_cols, "s"),
+            state=state,
+            semi=f" SEMI JOIN p ON {null_safe_match(keys, 's', 'p')}" if keys else "",
+            w=W,
+        ),
+        "n AS (SELECT {cols} FROM p {join} o ON {on})".format(
+            cols=", ".join([*(f"p.{quote(k)}" for k in keys), *_combined(shape)]),
+            join="LEFT JOIN",
+            on=null_safe_match(keys, "p", "o"),
+        ),
+    ]
+    if shape.extremes:
+        ctes.append(f"m AS ({_extremes_sql(shape, union_all_sql([input_old, delta]))})")
+    new_state = [f"n.{quote(c)}" for c in state_cols if c not in {k.name for k in shape.calls}]
+    extremes_join = (
+        f" LEFT JOIN m ON {null_safe_match(keys, 'n', 'm')}" if shape.extremes else ""
+    )
+    # A group exists while it has rows; a global aggregate's single row always exists.
+    exists = f" WHERE n.{COUNT} > 0" if keys else ""
+    new_rows = (
+        f"SELECT {', '.join([*new_state, *_visible(shape)])}, 1::BIGINT AS {W} "
+        f"FROM n{extremes_join}{exists}"
+    )
+    old_rows = f"SELECT {column_list(state_cols)}, -1::BIGINT AS {W} FROM o"
+    return f"WITH {', '.join(ctes)} {old_rows} UNION ALL {new_rows}"
+
+
+def visible_sql(shape: AggregateShape, versions: str) -> str:
+    """The output change (or integral) from group versions: keys and values with weights."""
+    names = shape.output.names
+    return f"SELECT {column_list(names)}, {W} FROM ({versions}) AS v"
+
+
+def snapshot_sql(shape: AggregateShape, state: str) -> str:
+    """The aggregate's output integral read from its state trace."""
+    names = column_list(shape.output.names)
+    return (
+        f"SELECT {names}, SUM({W})::BIGINT AS {W} FROM {state} "
+        f"GROUP BY {names} HAVING SUM({W}) > 0"
+    )
+
+
+def partials_sql(shape: AggregateShape, delta: str) -> str:
+    """Per group of ``delta``: its weight sum and the partial sums of invertible aggregates."""
+    keys = list(shape.keys)
+    group = f" GROUP BY {column_list(keys)}" if keys else ""
+    return f"SELECT {', '.join([*map(quote, keys), *_partials(shape)])} FROM ({delta}) AS d{group}"
+
+
+def state_schema(shape: AggregateShape, partials: Schema) -> Schema:
+    """Columns of the state trace, typed from the partials' schema and the output schema."""
+    visible = {c.name for c in shape.calls}
+    columns = []
+    for name in shape.state_columns():
+        source = shape.output if name in visible else partials
+        columns.append(Column(name, source.type_of(name)))
+    return Schema(tuple(columns))

@@ -1,0 +1,43 @@
+"""Incremental DISTINCT (``distinct_incremental`` of DBSP).
+
+Meaning: each row whose net weight in the input is positive, with weight 1.
+
+State: a trace of the input (rows and weights), partitioned by the whole row.
+Per epoch, for each row r of the consolidated input change with weight δ and
+old weight w (read from the trace), the output changes by +1 when w ≤ 0 < w+δ
+and by −1 when w > 0 ≥ w+δ: only weights crossing zero produce output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ivm.render import W, column_list, null_safe_match
+
+
+def distinct_step_sql(names: Sequence[str], delta: str, trace: str) -> str:
+    """The output change; ``delta`` must be consolidated, ``trace`` is the input trace."""
+    cols = column_list(names)
+    old = (
+        f"SELECT {column_list(names, 't')}, SUM(t.{W}) AS {W} FROM {trace} AS t "
+        f"SEMI JOIN ({delta}) AS d ON {null_safe_match(names, 't', 'd')} GROUP BY ALL"
+    )
+    before = f"COALESCE(o.{W}, 0)"
+    after = f"COALESCE(o.{W}, 0) + d.{W}"
+    change = (
+        f"CASE WHEN {before} <= 0 AND {after} > 0 THEN 1 "
+        f"WHEN {before} > 0 AND {after} <= 0 THEN -1 ELSE 0 END"
+    )
+    return (
+        f"SELECT {cols}, {W} FROM (SELECT {column_list(names, 'd')}, ({change})::BIGINT AS {W} "
+        f"FROM ({delta}) AS d LEFT JOIN ({old}) AS o ON {null_safe_match(names, 'd', 'o')}) AS c "
+        f"WHERE {W} <> 0"
+    )
+
+
+def snapshot_sql(names: Sequence[str], trace: str) -> str:
+    """The distinct output's integral read from the input trace."""
+    cols = column_list(names)
+    return (
+        f"SELECT {cols}, 1::BIGINT AS {W} FROM {trace} GROUP BY {cols} HAVING SUM({W}) > 0"
+    )

@@ -1,0 +1,4 @@
+"""SQL front end: SQL text → sqlglot AST → logical plan (``ivm.plan``).
+
+Knows SQL and sqlglot, nothing about incrementality.
+"""

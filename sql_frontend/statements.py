@@ -1,0 +1,150 @@
+"""Split a SQL script into the DDL statements ivm understands.
+
+CREATE TABLE (columns with DuckDB types, PRIMARY KEY, NOT NULL), CREATE
+[MATERIALIZED] VIEW, DROP VIEW and DROP TABLE. Anything else is refused with
+``UnsupportedSQL`` naming the statement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from ivm.errors import SqlError, UnsupportedSQL
+from ivm.schema import WEIGHT, Column, Schema, TableSchema
+from sql_frontend.positions import describe as at
+
+
+@dataclass(frozen=True)
+class CreateTable:
+    """CREATE TABLE: the table's schema and constraints."""
+
+    table: TableSchema
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True)
+class CreateView:
+    """CREATE [MATERIALIZED] VIEW name AS query."""
+
+    name: str
+    query: exp.Expression
+    sql: str
+    or_replace: bool = False
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True)
+class Drop:
+    """DROP TABLE or DROP VIEW."""
+
+    kind: str  # "TABLE" or "VIEW"
+    name: str
+    if_exists: bool = False
+
+
+Statement = CreateTable | CreateView | Drop
+
+
+def parse_script(sql: str) -> list[Statement]:
+    """Parse one or more ``;``-separated statements."""
+    try:
+        trees = [t for t in sqlglot.parse(sql, read="duckdb") if t is not None]
+    except SqlglotError as error:
+        raise SqlError(f"cannot parse SQL: {error}") from error
+    return [_statement(tree) for tree in trees]
+
+
+def _statement(tree: exp.Expression) -> Statement:
+    if isinstance(tree, exp.Create):
+        kind = (tree.args.get("kind") or "").upper()
+        if kind == "TABLE":
+            return _create_table(tree)
+        if kind == "VIEW":
+            return _create_view(tree)
+        raise UnsupportedSQL(f"{at('CREATE ' + kind, tree)} is not supported")
+    if isinstance(tree, exp.Drop):
+        kind = (tree.args.get("kind") or "").upper()
+        if kind not in ("TABLE", "VIEW"):
+            raise UnsupportedSQL(f"{at('DROP ' + kind, tree)} is not supported")
+        tables = tree.args.get("tables") or ([tree.this] if tree.this is not None else [])
+        if len(tables) != 1:
+            raise UnsupportedSQL(f"{at('DROP of several objects', tree)} is not supported")
+        return Drop(kind=kind, name=_name(tables[0]), if_exists=bool(tree.args.get("exists")))
+    raise UnsupportedSQL(
+        f"{at(tree.key.upper() + ' statement', tree)} is not supported: "
+        "use CREATE TABLE, CREATE VIEW, DROP; change data with ingest()"
+    )
+
+
+def _name(table: exp.Expression) -> str:
+    if not isinstance(table, exp.Table) or table.args.get("db") or table.args.get("catalog"):
+        raise UnsupportedSQL(f"{at('qualified name', table)} is not supported: use a plain name")
+    return table.name
+
+
+def _create_view(tree: exp.Create) -> CreateView:
+    query = tree.expression
+    if query is None:
+        raise SqlError(f"{at('CREATE VIEW', tree)} needs AS followed by a query")
+    target = tree.this
+    if isinstance(target, exp.Schema):
+        raise UnsupportedSQL(f"{at('view column list', target)} is not supported: use aliases")
+    return CreateView(
+        name=_name(target),
+        query=query,
+        sql=query.sql(dialect="duckdb"),
+        or_replace=bool(tree.args.get("replace")),
+        if_not_exists=bool(tree.args.get("exists")),
+    )
+
+
+def _create_table(tree: exp.Create) -> CreateTable:
+    target = tree.this
+    if tree.expression is not None or not isinstance(target, exp.Schema):
+        raise UnsupportedSQL(f"{at('CREATE TABLE AS', tree)} is not supported: list the columns")
+    name = _name(target.this)
+    columns: list[Column] = []
+    primary_key: tuple[str, ...] = ()
+    not_null: set[str] = set()
+    for item in target.expressions:
+        if isinstance(item, exp.ColumnDef):
+            column = item.name
+            if column == WEIGHT:
+                raise SqlError(f"column name {WEIGHT!r} is reserved for weights")
+            kind = item.args.get("kind")
+            if kind is None:
+                raise SqlError(f"{at('column ' + repr(column), item)} needs a type")
+            columns.append(Column(column, kind.sql(dialect="duckdb")))
+            for constraint in item.args.get("constraints") or []:
+                what = constraint.args.get("kind")
+                if isinstance(what, exp.PrimaryKeyColumnConstraint):
+                    if primary_key:
+                        raise SqlError(f"table {name!r} has more than one PRIMARY KEY")
+                    primary_key = (column,)
+                elif isinstance(what, exp.NotNullColumnConstraint) and not what.args.get("allow_null"):
+                    not_null.add(column)
+                else:
+                    raise UnsupportedSQL(
+                        f"{at('column constraint', constraint)} is not supported: "
+                        "only PRIMARY KEY and NOT NULL"
+                    )
+        elif isinstance(item, exp.PrimaryKey):
+            if primary_key:
+                raise SqlError(f"table {name!r} has more than one PRIMARY KEY")
+            primary_key = tuple(e.name for e in item.expressions)
+        else:
+            raise UnsupportedSQL(
+                f"{at('table constraint', item)} is not supported: only PRIMARY KEY"
+            )
+    names = [c.name for c in columns]
+    if len(set(n.lower() for n in names)) != len(names):
+        raise SqlError(f"table {name!r} has duplicate column names")
+    for key in primary_key:
+        if key not in names:
+            raise SqlError(f"PRIMARY KEY column {key!r} is not a column of {name!r}")
+    table = TableSchema(name, Schema(tuple(columns)), primary_key, frozenset(not_null))
+    return CreateTable(table=table, if_not_exists=bool(tree.args.get("exists")))

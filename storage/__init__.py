@@ -1,0 +1,4 @@
+"""Storage: traces and view outputs as DuckDB tables, the catalog, epochs.
+
+Knows DuckDB tables, not operators.
+"""

@@ -1,0 +1,82 @@
+"""The catalog: which tables and views exist, their definitions, and the epoch.
+
+Stored in the same DuckDB database as the traces, so a persistent session
+reopens with everything it needs, and catalog changes commit atomically with
+the state they describe.
+"""
+
+from __future__ import annotations
+
+import json
+
+import duckdb
+
+from ivm.errors import StateError
+from ivm.schema import Column, Schema, TableSchema
+
+FORMAT_VERSION = 1
+META = "__ivm_meta"
+ENTRIES = "__ivm_catalog"
+
+
+class Catalog:
+    """Reads and writes ivm's bookkeeping tables."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+        present = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        if META not in present:
+            con.execute(f"CREATE TABLE {META} (format INTEGER, epoch BIGINT)")
+            con.execute(f"INSERT INTO {META} VALUES ({FORMAT_VERSION}, 0)")
+            con.execute(
+                f"CREATE TABLE {ENTRIES} (seq BIGINT, kind VARCHAR, name VARCHAR, definition VARCHAR)"
+            )
+        row = con.execute(f"SELECT format, epoch FROM {META}").fetchone()
+        if row is None or row[0] != FORMAT_VERSION:
+            raise StateError(
+                f"state was written by another ivm format ({row[0] if row else 'none'}); "
+                f"this version reads format {FORMAT_VERSION}"
+            )
+        self.epoch = int(row[1])
+
+    def entries(self) -> list[tuple[str, str, str]]:
+        """(kind, name, definition) of every table and view, in creation order."""
+        rows = self.con.execute(f"SELECT kind, name, definition FROM {ENTRIES} ORDER BY seq")
+        return [(r[0], r[1], r[2]) for r in rows.fetchall()]
+
+    def add(self, kind: str, name: str, definition: str) -> None:
+        """Record a new table (``definition``: its JSON schema) or view (its SQL)."""
+        self.con.execute(
+            f"INSERT INTO {ENTRIES} SELECT COALESCE(MAX(seq), 0) + 1, ?, ?, ? FROM {ENTRIES}",
+            [kind, name, definition],
+        )
+
+    def remove(self, name: str) -> None:
+        """Forget a dropped table or view."""
+        self.con.execute(f"DELETE FROM {ENTRIES} WHERE name = ?", [name])
+
+    def advance_sql(self) -> str:
+        """The statement that moves the stored epoch one step (run inside the epoch's transaction)."""
+        return f"UPDATE {META} SET epoch = epoch + 1"
+
+
+def table_to_json(table: TableSchema) -> str:
+    """Serialize a table definition for the catalog."""
+    return json.dumps(
+        {
+            "columns": [[c.name, c.type] for c in table.schema.columns],
+            "primary_key": list(table.primary_key),
+            "not_null": sorted(table.not_null),
+        }
+    )
+
+
+def table_from_json(name: str, text: str) -> TableSchema:
+    """Read a table definition written by ``table_to_json``."""
+    try:
+        data = json.loads(text)
+        columns = tuple(Column(n, t) for n, t in data["columns"])
+        return TableSchema(name, Schema(columns), tuple(data["primary_key"]),
+                           frozenset(data["not_null"]))
+    except (ValueError, KeyError, TypeError) as error:
+        raise StateError(f"catalog entry of table {name!r} is unreadable: {error}") from error

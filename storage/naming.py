@@ -1,0 +1,30 @@
+"""Names of the DuckDB tables that hold ivm's state (the ``ivm.state.StateStore`` protocol).
+
+User-chosen names only ever appear inside quoted identifiers.
+"""
+
+from __future__ import annotations
+
+from ivm.schema import quote
+
+PREFIX = "__ivm_"
+
+
+class TableNames:
+    """Where each trace and scratch result lives in one DuckDB database."""
+
+    def relation_trace(self, name: str) -> str:
+        """Trace of a base table or a view's output: its rows and weights."""
+        return quote(f"{PREFIX}rel_{name}")
+
+    def operator_trace(self, view: str, index: int) -> str:
+        """State trace of one stateful operator of a view's circuit."""
+        return quote(f"{PREFIX}op_{view}#{index}")
+
+    def scratch(self, view: str, index: int, part: str) -> str:
+        """A temporary table for one epoch's intermediate result."""
+        return quote(f"{PREFIX}tmp_{view}#{index}_{part}")
+
+    def change(self, name: str) -> str:
+        """A temporary table holding this epoch's change of a table or view."""
+        return quote(f"{PREFIX}chg_{name}")

@@ -1,0 +1,90 @@
+"""Traces as DuckDB tables: append-only rows with weights, compacted lazily.
+
+A trace is a table of the relation's columns plus ``__w``. Appends are plain
+INSERTs (cheap); equal rows may appear many times with any weights. Compaction
+sums the weights of equal rows, drops zeros and re-sorts by the trace's key
+(so DuckDB's zone maps prune scans): the "spine" of differential dataflow,
+reduced to one level. It runs when the rows appended since the last compaction
+exceed a fraction of the rows kept then, so a trace grows with live data, not
+with history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import duckdb
+
+from ivm.render import W, column_list, consolidate_sql, expand_sql
+from ivm.schema import Schema, quote
+
+COMPACT_FRACTION = 0.5
+"""Compact when the appended tail exceeds this fraction of the compacted base…"""
+COMPACT_MIN_ROWS = 50_000
+"""…and is at least this many rows (small traces are cheap to scan anyway)."""
+
+
+def create_trace(con: duckdb.DuckDBPyConnection, table: str, schema: Schema) -> None:
+    """Create an empty trace table for ``schema``."""
+    columns = [f"{quote(c.name)} {c.type}" for c in schema.columns] + [f"{W} BIGINT"]
+    con.execute(f"CREATE TABLE {table} ({', '.join(columns)})")
+
+
+def create_reader(con: duckdb.DuckDBPyConnection, name: str, table: str, names: Sequence[str]) -> None:
+    """A DuckDB view named ``name`` showing the trace as a bag: one row per live copy."""
+    live = consolidate_sql(f"SELECT * FROM {table}", names, positive_only=True)
+    con.execute(f"CREATE OR REPLACE VIEW {quote(name)} AS {expand_sql(live, names)}")
+
+
+@dataclass
+class TailSize:
+    """Rows kept at the last compaction and rows appended since."""
+
+    base: int = 0
+    appended: int = 0
+
+    def due(self) -> bool:
+        """True when the appended tail is large enough to compact."""
+        return self.appended >= max(COMPACT_MIN_ROWS, COMPACT_FRACTION * self.base)
+
+
+class Compactor:
+    """Tracks each trace's tail and compacts the ones that are due."""
+
+    def __init__(self) -> None:
+        self.sizes: dict[str, TailSize] = {}
+
+    def appended(self, table: str, rows: int) -> None:
+        """Record ``rows`` appended to ``table``."""
+        self.sizes.setdefault(table, TailSize()).appended += rows
+
+    def compact_due(self, con: duckdb.DuckDBPyConnection, keys: dict[str, Sequence[str]]) -> None:
+        """Compact every trace whose tail is due; ``keys`` gives each trace's sort key."""
+        for table, size in self.sizes.items():
+            if size.due():
+                size.base = compact(con, table, keys.get(table, ()))
+                size.appended = 0
+
+    def forget(self, table: str) -> None:
+        """Stop tracking a dropped trace."""
+        self.sizes.pop(table, None)
+
+
+def compact(con: duckdb.DuckDBPyConnection, table: str, key: Sequence[str]) -> int:
+    """Consolidate ``table`` in place (one transaction); returns the rows kept."""
+    names = [r[0] for r in con.execute(f"DESCRIBE {table}").fetchall() if r[0] != W]
+    order = f" ORDER BY {column_list(key)}" if key else ""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        consolidated = consolidate_sql(f"SELECT * FROM {table}", names)
+        con.execute(f"CREATE OR REPLACE TEMP TABLE __ivm_compact AS {consolidated}{order}")
+        con.execute(f"DELETE FROM {table}")
+        con.execute(f"INSERT INTO {table} SELECT * FROM __ivm_compact")
+        con.execute("DROP TABLE __ivm_compact")
+        rows = con.execute(f"SELECT count(*) FROM {table}").fetchone()
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return int(rows[0]) if rows else 0

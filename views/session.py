@@ -1,0 +1,376 @@
+"""The session a user holds: DDL, ingest, reads, explain (the API.md contract, embedded mode).
+
+One DuckDB database holds everything: base-table traces, view output traces,
+operator state, the catalog and the epoch. Each ``ingest`` is one transaction:
+the batch is validated, every affected view computes its change from the
+change alone, state is appended, the epoch advances, and only then does the
+transaction commit. Any error rolls all of it back.
+
+Base tables and views are also DuckDB views under their own names (each live
+row repeated by its weight), so ``sql()`` reads them as ordinary relations.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from ivm.circuit import Circuit, incrementalize
+from ivm.errors import ConstraintError, IvmError, SchemaError, SqlError, StateError
+from ivm.executor import EpochRunner, describe, run_sql
+from ivm.render import W, column_list, consolidate_sql
+from ivm.schema import Schema, TableSchema, quote
+from sql_frontend.planner import plan_query
+from sql_frontend.statements import CreateTable, CreateView, Drop, parse_script
+from storage.catalog import Catalog, table_from_json, table_to_json
+from storage.naming import TableNames
+from storage.traces import Compactor, create_reader, create_trace
+from views.batches import normalize_batch
+from views.constraints import check_change, upsert_sql
+
+STATE_FILE = "ivm.duckdb"
+
+
+@dataclass(frozen=True)
+class ViewDef:
+    """A maintained view: its SQL, circuit and output schema."""
+
+    name: str
+    sql: str
+    circuit: Circuit
+    schema: Schema
+
+    @property
+    def sources(self) -> frozenset[str]:
+        """Tables and views the view reads directly."""
+        return frozenset(self.circuit.sources())
+
+
+def connect(path: str | os.PathLike[str] | None = None, **options: Any) -> Session:
+    """Open a session (API.md): in memory, or persistent state in directory ``path``."""
+    if options.get("spark") is not None:
+        raise IvmError("Spark mode is not available in this version; use the embedded default")
+    unknown = set(options) - {"spark", "partitions"}
+    if unknown:
+        raise TypeError(f"unknown option(s): {', '.join(sorted(unknown))}")
+    return Session(path)
+
+
+class Session:
+    """An ivm database: tables, views, and the epoch they are at."""
+
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+        self.path = Path(path) if path is not None else None
+        self.con = self._open(self.path)
+        self.names = TableNames()
+        self.compactor = Compactor()
+        self.tables: dict[str, TableSchema] = {}
+        self.arrow_schemas: dict[str, pa.Schema] = {}
+        self.views: dict[str, ViewDef] = {}
+        try:
+            self.catalog = Catalog(self.con)
+            self._load()
+        except duckdb.Error as error:
+            self.con.close()
+            raise StateError(f"state at {self.path} is unusable: {error}") from error
+
+    @staticmethod
+    def _open(path: Path | None) -> duckdb.DuckDBPyConnection:
+        if path is None:
+            return duckdb.connect()
+        file = path if path.suffix == ".duckdb" else path / STATE_FILE
+        try:
+            file.parent.mkdir(parents=True, exist_ok=True)
+            return duckdb.connect(str(file))
+        except (OSError, duckdb.Error) as error:
+            raise StateError(f"cannot open state at {file}: {error}") from error
+
+    def _load(self) -> None:
+        for kind, name, definition in self.catalog.entries():
+            if kind == "table":
+                self._register_table(table_from_json(name, definition))
+            else:
+                self._register_view(name, definition)
+
+    # -- public API --------------------------------------------------------------------------
+
+    @property
+    def epoch(self) -> int:
+        """The last epoch applied (0 before any ingest)."""
+        return self.catalog.epoch
+
+    def execute(self, sql: str) -> None:
+        """Run DDL: CREATE TABLE, CREATE [MATERIALIZED] VIEW, DROP VIEW, DROP TABLE."""
+        for statement in parse_script(sql):
+            with self._transaction():
+                if isinstance(statement, CreateTable):
+                    self._create_table(statement)
+                elif isinstance(statement, CreateView):
+                    self._create_view(statement)
+                else:
+                    self._drop(statement)
+
+    def ingest(
+        self,
+        table: str | Mapping[str, Any],
+        batch: Any = None,
+        mode: str = "insert",
+    ) -> dict[str, pa.Table]:
+        """Apply one epoch of changes; returns every view's change (a consolidated Z-set)."""
+        if mode not in ("insert", "upsert"):
+            raise IvmError(f"unknown ingest mode {mode!r}: use 'insert' or 'upsert'")
+        batches = dict(table) if isinstance(table, Mapping) else {table: batch}
+        changes = {name: self._normalize(name, b) for name, b in batches.items()}
+        with self._transaction():
+            deltas = self._apply(changes, upsert=mode == "upsert")
+            run_sql(self.con, self.catalog.advance_sql())
+        self.catalog.epoch += 1
+        result = {name: self._fetch_change(name, deltas) for name in self.views}
+        self._compact()
+        return result
+
+    def read(self, name: str) -> pa.Table:
+        """Current contents of a view (or table): one row per copy."""
+        if name not in self.views and name not in self.tables:
+            raise SqlError(f"no table or view named {name!r}")
+        return self.con.sql(f"SELECT * FROM {quote(name)}").to_arrow_table()
+
+    def sql(self, query: str) -> pa.Table:
+        """Run a read-only query over tables and views."""
+        try:
+            trees = sqlglot.parse(query, read="duckdb")
+        except SqlglotError as error:
+            raise SqlError(f"cannot parse query: {error}") from error
+        if len(trees) != 1 or not isinstance(trees[0], exp.Query):
+            raise SqlError("sql() runs one read-only query (SELECT / WITH / set operation)")
+        try:
+            return self.con.sql(query).to_arrow_table()
+        except duckdb.Error as error:
+            raise SqlError(f"query failed: {error}") from error
+
+    def explain(self, view: str) -> str:
+        """The incremental circuit of ``view``, one operator per line."""
+        if view not in self.views:
+            raise SqlError(f"no view named {view!r}")
+        return self.views[view].circuit.explain()
+
+    def close(self) -> None:
+        """Close the session; persistent state stays on disk."""
+        self.con.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- DDL ---------------------------------------------------------------------------------
+
+    def _check_new_name(self, name: str) -> None:
+        lowered = {n.lower() for n in [*self.tables, *self.views]}
+        if name.lower() in lowered:
+            raise SqlError(f"a table or view named {name!r} already exists")
+
+    def _create_table(self, statement: CreateTable) -> None:
+        table = statement.table
+        if statement.if_not_exists and table.name in self.tables:
+            return
+        self._check_new_name(table.name)
+        trace = self.names.relation_trace(table.name)
+        try:
+            create_trace(self.con, trace, table.schema)
+        except duckdb.Error as error:
+            raise SqlError(f"CREATE TABLE {table.name}: {error}") from error
+        # DuckDB's spelling of the types (TEXT → VARCHAR, INT → INTEGER…).
+        actual = describe(self.con, f"SELECT * EXCLUDE ({W}) FROM {trace}")
+        table = TableSchema(table.name, actual, table.primary_key, table.not_null)
+        create_reader(self.con, table.name, trace, actual.names)
+        self.catalog.add("table", table.name, table_to_json(table))
+        self._register_table(table)
+
+    def _register_table(self, table: TableSchema) -> None:
+        trace = self.names.relation_trace(table.name)
+        self.tables[table.name] = table
+        self.arrow_schemas[table.name] = self.con.sql(
+            f"SELECT * EXCLUDE ({W}) FROM {trace} LIMIT 0"
+        ).to_arrow_table().schema
+
+    def _create_view(self, statement: CreateView) -> None:
+        name = statement.name
+        if name in self.views and statement.if_not_exists:
+            return
+        if name in self.views and statement.or_replace:
+            self._drop(Drop("VIEW", name))
+        self._check_new_name(name)
+        view = self._register_view(name, statement.sql)
+        trace = self.names.relation_trace(name)
+        create_trace(self.con, trace, view.schema)
+        runner = EpochRunner(self.con, self.names, {}, backfill=True)
+        delta = runner.run(view.circuit)
+        for commit in runner.commits:
+            run_sql(self.con, commit)
+        if delta is not None:
+            run_sql(self.con, f"INSERT INTO {trace} {consolidate_sql(delta, view.schema.names)}")
+        create_reader(self.con, name, trace, view.schema.names)
+        self.catalog.add("view", name, statement.sql)
+
+    def _register_view(self, name: str, sql: str) -> ViewDef:
+        relations = {n: t.schema for n, t in self.tables.items()}
+        relations.update({n: v.schema for n, v in self.views.items()})
+        plan = plan_query(sql, relations, self._describe)
+        view = ViewDef(name=name, sql=sql, circuit=incrementalize(plan, name), schema=plan.schema)
+        self.views[name] = view
+        return view
+
+    def _describe(self, sql: str) -> Schema:
+        try:
+            return describe(self.con, sql)
+        except duckdb.Error as error:
+            raise SqlError(f"DuckDB rejects the query: {error}") from error
+
+    def _drop(self, statement: Drop) -> None:
+        name = statement.name
+        known = self.views if statement.kind == "VIEW" else self.tables
+        if name not in known:
+            if statement.if_exists:
+                return
+            raise SqlError(f"DROP {statement.kind}: no {statement.kind.lower()} named {name!r}")
+        dependents = [v.name for v in self.views.values() if name in v.sources]
+        if dependents:
+            raise SqlError(
+                f"cannot drop {name!r}: view(s) {', '.join(dependents)} read it; drop them first"
+            )
+        self.con.execute(f"DROP VIEW IF EXISTS {quote(name)}")
+        self.con.execute(f"DROP TABLE IF EXISTS {self.names.relation_trace(name)}")
+        self.compactor.forget(self.names.relation_trace(name))
+        if statement.kind == "VIEW":
+            for op in self.views[name].circuit.operators:
+                if op.stateful:
+                    trace = self.names.operator_trace(name, op.index)
+                    self.con.execute(f"DROP TABLE IF EXISTS {trace}")
+                    self.compactor.forget(trace)
+            del self.views[name]
+        else:
+            del self.tables[name]
+            del self.arrow_schemas[name]
+        self.catalog.remove(name)
+
+    # -- ingest ------------------------------------------------------------------------------
+
+    def _normalize(self, name: str, batch: Any) -> pa.Table:
+        if name in self.views:
+            raise SchemaError(f"{name!r} is a view: ingest changes into its base tables")
+        if name not in self.tables:
+            raise SchemaError(f"no table named {name!r}")
+        return normalize_batch(batch, self.tables[name], self.arrow_schemas[name])
+
+    def _apply(self, batches: dict[str, pa.Table], upsert: bool) -> dict[str, str]:
+        """Validate and apply every change inside the open transaction; returns the
+        scratch tables holding each changed view's consolidated change."""
+        changes: dict[str, str] = {}
+        commits: list[str] = []
+        for name, batch in batches.items():
+            table = self.tables[name]
+            trace = self.names.relation_trace(name)
+            change = self.names.change(name)
+            registered = f"__ivm_batch_{len(changes)}"
+            self.con.register(registered, batch)
+            try:
+                source = consolidate_sql(f"SELECT * FROM {registered}", table.schema.names)
+                if upsert and table.primary_key:
+                    source = upsert_sql(table, source, trace)
+                self.con.execute(f"CREATE OR REPLACE TEMP TABLE {change} AS {source}")
+            finally:
+                self.con.unregister(registered)
+            check_change(self.con, table, f"SELECT * FROM {change}", trace)
+            changes[name] = f"SELECT * FROM {change}"
+            commits.append(f"INSERT INTO {trace} SELECT * FROM {change}")
+        runner = EpochRunner(self.con, self.names, changes)
+        changed_views: dict[str, str] = {}
+        for view in self.views.values():
+            if not view.sources & set(changes):
+                continue
+            delta = runner.run(view.circuit)
+            if delta is None:
+                continue
+            scratch = self.names.change(view.name)
+            run_sql(
+                self.con,
+                f"CREATE OR REPLACE TEMP TABLE {scratch} AS "
+                f"{consolidate_sql(delta, view.schema.names)}",
+            )
+            changes[view.name] = f"SELECT * FROM {scratch}"
+            changed_views[view.name] = scratch
+            commits.append(f"INSERT INTO {self.names.relation_trace(view.name)} "
+                           f"SELECT * FROM {scratch}")
+        for statement in runner.commits + commits:
+            self._append(statement)
+        return changed_views
+
+    def _append(self, statement: str) -> None:
+        """Run an INSERT into a trace and record its size for compaction."""
+        try:
+            row = self.con.execute(statement).fetchone()
+        except duckdb.Error as error:
+            raise IvmError(f"appending to state failed: {error}") from error
+        table = statement.split(" ", 3)[2]
+        self.compactor.appended(table, int(row[0]) if row else 0)
+
+    def _fetch_change(self, view: str, changed: dict[str, str]) -> pa.Table:
+        if view in changed:
+            return self.con.sql(f"SELECT * FROM {changed[view]}").to_arrow_table()
+        names = self.views[view].schema.names
+        trace = self.names.relation_trace(view)
+        return self.con.sql(
+            f"SELECT {column_list(names)}, {W} FROM {trace} LIMIT 0"
+        ).to_arrow_table()
+
+    def _compact(self) -> None:
+        keys: dict[str, tuple[str, ...]] = {}
+        for table in self.tables.values():
+            keys[self.names.relation_trace(table.name)] = table.primary_key
+        for view in self.views.values():
+            for op in view.circuit.operators:
+                if op.state_key:
+                    keys[self.names.operator_trace(view.name, op.index)] = op.state_key
+        self.compactor.compact_due(self.con, keys)
+
+    # -- transactions ------------------------------------------------------------------------
+
+    def _transaction(self) -> _Transaction:
+        return _Transaction(self)
+
+
+class _Transaction:
+    """BEGIN … COMMIT, or ROLLBACK on any error (and in-memory catalog restored)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def __enter__(self) -> None:
+        s = self.session
+        self.saved = (dict(s.tables), dict(s.arrow_schemas), dict(s.views))
+        s.con.execute("BEGIN TRANSACTION")
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 tb: object) -> None:
+        s = self.session
+        if kind is None:
+            s.con.execute("COMMIT")
+            return
+        s.con.execute("ROLLBACK")
+        s.tables, s.arrow_schemas, s.views = self.saved
+        if isinstance(error, duckdb.Error):
+            raise SqlError(f"DuckDB: {error}") from error
+
+
+__all__ = ["ConstraintError", "Session", "connect"]
