@@ -106,7 +106,18 @@ def plan_expression(
         )
     except (OptimizeError, SqlglotError) as error:
         raise SqlError(f"cannot resolve the view query: {error}") from error
-    return _Planner(relations, describe).query(qualified, {})
+    planner = _Planner(relations, describe)
+    plan = planner.query(qualified, {})
+    # The view's columns are named and typed exactly as DuckDB names and types the query.
+    target = describe(tree.sql(dialect="duckdb"))
+    lowered = [n.lower() for n in target.names]
+    duplicates = sorted({n for n in target.names if lowered.count(n.lower()) > 1})
+    if duplicates:
+        raise SqlError(
+            f"the view would have several columns named {', '.join(map(repr, duplicates))}: "
+            "give them distinct aliases"
+        )
+    return planner.conform(plan, target)
 
 
 def reject_unsupported(tree: exp.Expression) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import duckdb
 
 from ivm.render import W, column_list, consolidate_sql, expand_sql
-from ivm.schema import Schema, quote
+from ivm.schema import WEIGHT, Schema, quote
 
 COMPACT_FRACTION = 0.5
 """Compact when the appended tail exceeds this fraction of the compacted base…"""
@@ -73,7 +73,7 @@ class Compactor:
 
 def compact(con: duckdb.DuckDBPyConnection, table: str, key: Sequence[str]) -> int:
     """Consolidate ``table`` in place (one transaction); returns the rows kept."""
-    names = [r[0] for r in con.execute(f"DESCRIBE {table}").fetchall() if r[0] != W]
+    names = [r[0] for r in con.execute(f"DESCRIBE {table}").fetchall() if r[0] != WEIGHT]
     order = f" ORDER BY {column_list(key)}" if key else ""
     con.execute("BEGIN TRANSACTION")
     try:

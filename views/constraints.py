@@ -46,11 +46,16 @@ def upsert_sql(table: TableSchema, change: str, trace: str) -> str:
 def check_change(
     con: duckdb.DuckDBPyConnection, table: TableSchema, change: str, trace: str
 ) -> None:
-    """Raise ConstraintError if applying the consolidated ``change`` to ``trace`` breaks a rule."""
+    """Raise ConstraintError if applying the consolidated ``change`` to ``trace`` breaks a rule.
+
+    One query reads the trace rows the change touches and returns the first row
+    driven below zero and the first key left with two live rows, if any.
+    """
     names = table.schema.names
     cols = column_list(names)
-    if table.primary_key:
-        match = " AND ".join(f"t.{quote(k)} = c.{quote(k)}" for k in table.primary_key)
+    key = table.primary_key
+    if key:
+        match = " AND ".join(f"t.{quote(k)} = c.{quote(k)}" for k in key)
     else:
         match = null_safe_match(names, "t", "c")
     touched = (
@@ -58,24 +63,26 @@ def check_change(
         f"SEMI JOIN ({change}) AS c ON {match} UNION ALL SELECT {cols}, {W} FROM ({change}) AS d"
     )
     after = f"SELECT {cols}, SUM({W}) AS {W} FROM ({touched}) AS x GROUP BY {cols}"
-    missing = f"SELECT {cols} FROM after WHERE {W} < 0 LIMIT 1"
-    row = con.execute(f"WITH after AS ({after}) {missing}").fetchone()
-    if row is not None:
-        shown = dict(zip(names, row, strict=True))
-        raise ConstraintError(
-            f"table {table.name!r}: the batch deletes a row that is not there: {shown}"
+    packed = ", ".join(f"{quote(n)} := {quote(n)}" for n in names)
+    missing = f"(SELECT struct_pack({packed})::VARCHAR FROM after WHERE {W} < 0 LIMIT 1)"
+    duplicate = "NULL"
+    if key:
+        keys = column_list(key)
+        duplicate = (
+            f"(SELECT struct_pack({', '.join(f'{quote(k)} := {quote(k)}' for k in key)})::VARCHAR "
+            f"FROM after WHERE {W} > 0 "
+            f"GROUP BY {keys} HAVING SUM({W}) > 1 LIMIT 1)"
         )
-    if not table.primary_key:
+    row = con.execute(f"WITH after AS ({after}) SELECT {missing}, {duplicate}").fetchone()
+    if row is None:
         return
-    key = column_list(table.primary_key)
-    duplicate = (
-        f"WITH after AS ({after}) SELECT {key}, SUM({W}) FROM after WHERE {W} > 0 "
-        f"GROUP BY {key} HAVING SUM({W}) > 1 LIMIT 1"
-    )
-    row = con.execute(duplicate).fetchone()
-    if row is not None:
-        shown = dict(zip(table.primary_key, row[:-1], strict=True))
+    if row[0] is not None:
         raise ConstraintError(
-            f"table {table.name!r}: duplicate primary key {shown}: the key already holds a "
-            "row (delete it in the same batch, or ingest with mode='upsert')"
+            f"table {table.name!r}: the batch deletes a row that is not there: {row[0]}"
+        )
+    if row[1] is not None:
+        raise ConstraintError(
+            f"table {table.name!r}: duplicate primary key {row[1]}: "
+            "the key already holds a row (delete it in the same batch, "
+            "or ingest with mode='upsert')"
         )
