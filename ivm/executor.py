@@ -18,6 +18,7 @@ computes the initial contents and fills the state.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import duckdb
 
@@ -51,7 +52,7 @@ from ivm.state import StateStore
 def run_sql(con: duckdb.DuckDBPyConnection, sql: str) -> None:
     """Execute one statement, turning DuckDB's errors into ``ExecutionError``."""
     try:
-        con.execute(sql)
+        con.execute(sql).fetchall()
     except duckdb.Error as error:
         raise ExecutionError(f"evaluating a view failed: {error}") from error
 
@@ -205,3 +206,9 @@ class EpochRunner:
         columns = [f"{quote(c.name)} {c.type}" for c in schema.columns]
         columns.append(f"{W} BIGINT")
         run_sql(self.con, f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(columns)})")
+
+
+def fetch_first(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[Any, ...] | None:
+    """The first row of ``sql``, reading the result to its end so the connection is free."""
+    rows = con.execute(sql).fetchall()
+    return rows[0] if rows else None

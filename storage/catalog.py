@@ -12,6 +12,7 @@ import json
 import duckdb
 
 from ivm.errors import StateError
+from ivm.executor import fetch_first
 from ivm.schema import Column, Schema, TableSchema
 
 FORMAT_VERSION = 1
@@ -26,12 +27,12 @@ class Catalog:
         self.con = con
         present = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
         if META not in present:
-            con.execute(f"CREATE TABLE {META} (format INTEGER, epoch BIGINT)")
-            con.execute(f"INSERT INTO {META} VALUES ({FORMAT_VERSION}, 0)")
+            con.execute(f"CREATE TABLE {META} (format INTEGER, epoch BIGINT)").fetchall()
+            con.execute(f"INSERT INTO {META} VALUES ({FORMAT_VERSION}, 0)").fetchall()
             con.execute(
                 f"CREATE TABLE {ENTRIES} (seq BIGINT, kind VARCHAR, name VARCHAR, definition VARCHAR)"
-            )
-        row = con.execute(f"SELECT format, epoch FROM {META}").fetchone()
+            ).fetchall()
+        row = fetch_first(con, f"SELECT format, epoch FROM {META}")
         if row is None or row[0] != FORMAT_VERSION:
             raise StateError(
                 f"state was written by another ivm format ({row[0] if row else 'none'}); "
@@ -49,11 +50,11 @@ class Catalog:
         self.con.execute(
             f"INSERT INTO {ENTRIES} SELECT COALESCE(MAX(seq), 0) + 1, ?, ?, ? FROM {ENTRIES}",
             [kind, name, definition],
-        )
+        ).fetchall()
 
     def remove(self, name: str) -> None:
         """Forget a dropped table or view."""
-        self.con.execute(f"DELETE FROM {ENTRIES} WHERE name = ?", [name])
+        self.con.execute(f"DELETE FROM {ENTRIES} WHERE name = ?", [name]).fetchall()
 
     def advance_sql(self) -> str:
         """The statement that moves the stored epoch one step (run inside the epoch's transaction)."""

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import duckdb
 
+from ivm.executor import fetch_first
+
 from ivm.render import W, column_list, consolidate_sql, expand_sql
 from ivm.schema import WEIGHT, Schema, quote
 
@@ -28,13 +30,13 @@ COMPACT_MIN_ROWS = 50_000
 def create_trace(con: duckdb.DuckDBPyConnection, table: str, schema: Schema) -> None:
     """Create an empty trace table for ``schema``."""
     columns = [f"{quote(c.name)} {c.type}" for c in schema.columns] + [f"{W} BIGINT"]
-    con.execute(f"CREATE TABLE {table} ({', '.join(columns)})")
+    con.execute(f"CREATE TABLE {table} ({', '.join(columns)})").fetchall()
 
 
 def create_reader(con: duckdb.DuckDBPyConnection, name: str, table: str, names: Sequence[str]) -> None:
     """A DuckDB view named ``name`` showing the trace as a bag: one row per live copy."""
     live = consolidate_sql(f"SELECT * FROM {table}", names, positive_only=True)
-    con.execute(f"CREATE OR REPLACE VIEW {quote(name)} AS {expand_sql(live, names)}")
+    con.execute(f"CREATE OR REPLACE VIEW {quote(name)} AS {expand_sql(live, names)}").fetchall()
 
 
 @dataclass
@@ -75,16 +77,16 @@ def compact(con: duckdb.DuckDBPyConnection, table: str, key: Sequence[str]) -> i
     """Consolidate ``table`` in place (one transaction); returns the rows kept."""
     names = [r[0] for r in con.execute(f"DESCRIBE {table}").fetchall() if r[0] != WEIGHT]
     order = f" ORDER BY {column_list(key)}" if key else ""
-    con.execute("BEGIN TRANSACTION")
+    con.execute("BEGIN TRANSACTION").fetchall()
     try:
         consolidated = consolidate_sql(f"SELECT * FROM {table}", names)
-        con.execute(f"CREATE OR REPLACE TEMP TABLE __ivm_compact AS {consolidated}{order}")
-        con.execute(f"DELETE FROM {table}")
-        con.execute(f"INSERT INTO {table} SELECT * FROM __ivm_compact")
-        con.execute("DROP TABLE __ivm_compact")
-        rows = con.execute(f"SELECT count(*) FROM {table}").fetchone()
-        con.execute("COMMIT")
+        con.execute(f"CREATE OR REPLACE TEMP TABLE __ivm_compact AS {consolidated}{order}").fetchall()
+        con.execute(f"DELETE FROM {table}").fetchall()
+        con.execute(f"INSERT INTO {table} SELECT * FROM __ivm_compact").fetchall()
+        con.execute("DROP TABLE __ivm_compact").fetchall()
+        rows = fetch_first(con, f"SELECT count(*) FROM {table}")
+        con.execute("COMMIT").fetchall()
     except BaseException:
-        con.execute("ROLLBACK")
+        con.execute("ROLLBACK").fetchall()
         raise
     return int(rows[0]) if rows else 0

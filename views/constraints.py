@@ -14,6 +14,7 @@ from __future__ import annotations
 import duckdb
 
 from ivm.errors import ConstraintError
+from ivm.executor import fetch_first
 from ivm.render import W, column_list, null_safe_match
 from ivm.schema import TableSchema, quote
 
@@ -73,7 +74,7 @@ def check_change(
             f"FROM after WHERE {W} > 0 "
             f"GROUP BY {keys} HAVING SUM({W}) > 1 LIMIT 1)"
         )
-    row = con.execute(f"WITH after AS ({after}) SELECT {missing}, {duplicate}").fetchone()
+    row = fetch_first(con, f"WITH after AS ({after}) SELECT {missing}, {duplicate}")
     if row is None:
         return
     if row[0] is not None:

@@ -26,7 +26,7 @@ from sqlglot.errors import SqlglotError
 
 from ivm.circuit import Circuit, incrementalize
 from ivm.errors import ConstraintError, IvmError, SchemaError, SqlError, StateError
-from ivm.executor import EpochRunner, describe, run_sql
+from ivm.executor import EpochRunner, describe, fetch_first, run_sql
 from ivm.render import W, column_list, consolidate_sql
 from ivm.schema import Schema, TableSchema, quote
 from sql_frontend.planner import plan_query
@@ -249,14 +249,14 @@ class Session:
             raise SqlError(
                 f"cannot drop {name!r}: view(s) {', '.join(dependents)} read it; drop them first"
             )
-        self.con.execute(f"DROP VIEW IF EXISTS {quote(name)}")
-        self.con.execute(f"DROP TABLE IF EXISTS {self.names.relation_trace(name)}")
+        self.con.execute(f"DROP VIEW IF EXISTS {quote(name)}").fetchall()
+        self.con.execute(f"DROP TABLE IF EXISTS {self.names.relation_trace(name)}").fetchall()
         self.compactor.forget(self.names.relation_trace(name))
         if statement.kind == "VIEW":
             for op in self.views[name].circuit.operators:
                 if op.stateful:
                     trace = self.names.operator_trace(name, op.index)
-                    self.con.execute(f"DROP TABLE IF EXISTS {trace}")
+                    self.con.execute(f"DROP TABLE IF EXISTS {trace}").fetchall()
                     self.compactor.forget(trace)
             del self.views[name]
         else:
@@ -288,7 +288,7 @@ class Session:
                 source = consolidate_sql(f"SELECT * FROM {registered}", table.schema.names)
                 if upsert and table.primary_key:
                     source = upsert_sql(table, source, trace)
-                self.con.execute(f"CREATE OR REPLACE TEMP TABLE {change} AS {source}")
+                self.con.execute(f"CREATE OR REPLACE TEMP TABLE {change} AS {source}").fetchall()
             finally:
                 self.con.unregister(registered)
             check_change(self.con, table, f"SELECT * FROM {change}", trace)
@@ -319,7 +319,7 @@ class Session:
     def _append(self, statement: str) -> None:
         """Run an INSERT into a trace and record its size for compaction."""
         try:
-            row = self.con.execute(statement).fetchone()
+            row = fetch_first(self.con, statement)
         except duckdb.Error as error:
             raise IvmError(f"appending to state failed: {error}") from error
         table = statement.split(" ", 3)[2]
@@ -359,15 +359,15 @@ class _Transaction:
     def __enter__(self) -> None:
         s = self.session
         self.saved = (dict(s.tables), dict(s.arrow_schemas), dict(s.views))
-        s.con.execute("BEGIN TRANSACTION")
+        s.con.execute("BEGIN TRANSACTION").fetchall()
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  tb: object) -> None:
         s = self.session
         if kind is None:
-            s.con.execute("COMMIT")
+            s.con.execute("COMMIT").fetchall()
             return
-        s.con.execute("ROLLBACK")
+        s.con.execute("ROLLBACK").fetchall()
         s.tables, s.arrow_schemas, s.views = self.saved
         if isinstance(error, duckdb.Error):
             raise SqlError(f"DuckDB: {error}") from error
