@@ -59,21 +59,25 @@ class Workload:
 
     def customer_table(self) -> pa.Table:
         ids = np.arange(self.customers)
-        return pa.table({
-            "id": ids,
-            "name": pa.array([f"c{i}" for i in ids]),
-            "region": REGIONS[ids % len(REGIONS)],
-        })
+        return pa.table(
+            {
+                "id": ids,
+                "name": pa.array([f"c{i}" for i in ids]),
+                "region": REGIONS[ids % len(REGIONS)],
+            }
+        )
 
     def orders(self, ids: np.ndarray) -> pa.Table:
         n = len(ids)
         cents = self.rng.integers(100, 100_000, n)
-        return pa.table({
-            "id": pa.array(ids, pa.int64()),
-            "customer_id": pa.array(self.rng.integers(0, self.customers, n), pa.int64()),
-            "amount": pa.array(cents / 100).cast(pa.decimal128(12, 2)),
-            "status": STATUSES[self.rng.integers(0, len(STATUSES), n)],
-        })
+        return pa.table(
+            {
+                "id": pa.array(ids, pa.int64()),
+                "customer_id": pa.array(self.rng.integers(0, self.customers, n), pa.int64()),
+                "amount": pa.array(cents / 100).cast(pa.decimal128(12, 2)),
+                "status": STATUSES[self.rng.integers(0, len(STATUSES), n)],
+            }
+        )
 
     def batch(self, size: int) -> pa.Table:
         """A consolidated Z-set changing ``size`` orders; updates the live set."""
@@ -126,8 +130,9 @@ def main() -> None:
     db.ingest({"customers": work.customer_table(), "orders": work.live})
     for name, sql in VIEWS.items():
         db.execute(f"CREATE VIEW {name} AS {sql}")
-    console.print(f"loaded {args.rows:,} orders and created the views "
-                  f"in {time.perf_counter() - start:.1f} s")
+    console.print(
+        f"loaded {args.rows:,} orders and created the views in {time.perf_counter() - start:.1f} s"
+    )
 
     plain = duckdb.connect()
     plain.execute(DDL)
@@ -136,8 +141,7 @@ def main() -> None:
     plain.execute("INSERT INTO orders SELECT * FROM o; INSERT INTO customers SELECT * FROM c")
 
     table = Table(title=f"ivm vs recompute, {args.rows:,} orders, 2 views")
-    for column in ("changed rows", "ivm epoch (ms)", "recompute (ms)", "speed-up",
-                   "CDC rows/s"):
+    for column in ("changed rows", "ivm epoch (ms)", "recompute (ms)", "speed-up", "CDC rows/s"):
         table.add_column(column, justify="right")
     for size in (int(s) for s in args.sizes.split(",")):
         incremental, recompute = [], []
@@ -149,8 +153,13 @@ def main() -> None:
             apply_to_plain(plain, batch)
             recompute.append(recompute_seconds(plain))
         inc, rec = statistics.median(incremental), statistics.median(recompute)
-        table.add_row(f"{size:,}", f"{inc * 1000:.1f}", f"{rec * 1000:.1f}",
-                      f"{rec / inc:.1f}x", f"{size / inc:,.0f}")
+        table.add_row(
+            f"{size:,}",
+            f"{inc * 1000:.1f}",
+            f"{rec * 1000:.1f}",
+            f"{rec / inc:.1f}x",
+            f"{size / inc:,.0f}",
+        )
     console.print(table)
     for name in VIEWS:
         ours = sorted(db.read(name).to_pylist(), key=str)

@@ -93,9 +93,7 @@ class IncrementalAggregate(Operator):
         return self.shape.keys
 
     def label(self) -> str:
-        calls = ", ".join(
-            f"{c.name} := {c.func}({c.arg or '*'})" for c in self.shape.calls
-        )
+        calls = ", ".join(f"{c.name} := {c.func}({c.arg or '*'})" for c in self.shape.calls)
         keys = ", ".join(self.shape.keys) or "(global)"
         return f"IncrementalAggregate by [{keys}] {calls} (state: group versions by key)"
 

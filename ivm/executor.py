@@ -18,7 +18,6 @@ computes the initial contents and fills the state.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import duckdb
 
@@ -154,7 +153,9 @@ class EpochRunner:
         if self.backfill:
             self._create(trace, op.node.schema)
         self.commits.append(f"INSERT INTO {trace} {consolidated}")
-        return self._materialize(op, "output", distinct.distinct_step_sql(names, consolidated, trace))
+        return self._materialize(
+            op, "output", distinct.distinct_step_sql(names, consolidated, trace)
+        )
 
     # -- integrals before the epoch ----------------------------------------------------------
 
@@ -206,9 +207,3 @@ class EpochRunner:
         columns = [f"{quote(c.name)} {c.type}" for c in schema.columns]
         columns.append(f"{W} BIGINT")
         run_sql(self.con, f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(columns)})")
-
-
-def fetch_first(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[Any, ...] | None:
-    """The first row of ``sql``, reading the result to its end so the connection is free."""
-    rows = con.execute(sql).fetchall()
-    return rows[0] if rows else None

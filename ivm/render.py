@@ -133,9 +133,7 @@ def null_safe_match(names: Sequence[str], left: str, right: str) -> str:
     """Predicate: the ``names`` columns of ``left`` and ``right`` are equal, NULL matching NULL."""
     if not names:
         return "true"
-    return " AND ".join(
-        f"{left}.{quote(n)} IS NOT DISTINCT FROM {right}.{quote(n)}" for n in names
-    )
+    return " AND ".join(f"{left}.{quote(n)} IS NOT DISTINCT FROM {right}.{quote(n)}" for n in names)
 
 
 def plain_sql(node: Plan) -> str:

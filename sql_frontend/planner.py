@@ -134,9 +134,9 @@ def reject_unsupported(tree: exp.Expression) -> None:
             raise UnsupportedSQL(f"{at('FOR SYSTEM_TIME AS OF', node)} is not supported yet")
         if isinstance(node, exp.Table) and not isinstance(node.this, exp.Identifier):
             raise UnsupportedSQL(f"{at('table function', node)} is not supported")
-        if isinstance(node, exp.Select) and node.args.get("distinct") is not None:
-            if node.args["distinct"].args.get("on") is not None:
-                raise UnsupportedSQL(f"{at('DISTINCT ON', node)} is not supported")
+        distinct = node.args.get("distinct") if isinstance(node, exp.Select) else None
+        if isinstance(distinct, exp.Distinct) and distinct.args.get("on") is not None:
+            raise UnsupportedSQL(f"{at('DISTINCT ON', node)} is not supported")
         if isinstance(node, exp.AggFunc):
             _check_aggregate(node)
         if isinstance(node, VOLATILE) or (
@@ -164,9 +164,13 @@ def _check_join(join: exp.Join) -> None:
 
 def _check_aggregate(node: exp.AggFunc) -> None:
     if type(node) not in AGGREGATES:
-        raise UnsupportedSQL(f"{at('aggregate function ' + node.key.upper(), node)} is not supported")
+        raise UnsupportedSQL(
+            f"{at('aggregate function ' + node.key.upper(), node)} is not supported"
+        )
     if isinstance(node.this, exp.Distinct):
-        raise UnsupportedSQL(f"{at(node.key.upper() + '(DISTINCT ...)', node)} is not supported yet")
+        raise UnsupportedSQL(
+            f"{at(node.key.upper() + '(DISTINCT ...)', node)} is not supported yet"
+        )
     for inner in node.this.walk() if node.this is not None else ():
         if inner is not node.this and isinstance(inner, exp.AggFunc):
             raise SqlError(f"{at('nested aggregate', node)}: aggregates cannot be nested")
@@ -268,13 +272,16 @@ class _Planner:
         if where is not None:
             if any(isinstance(n, exp.AggFunc) for n in where.this.walk()):
                 raise SqlError(f"{at('aggregate in WHERE', where)}: use HAVING")
-            plan = self.typed(Filter(schema=plan.schema, input=plan,
-                                     predicate=_rename_columns(where.this)))
+            plan = self.typed(
+                Filter(schema=plan.schema, input=plan, predicate=_rename_columns(where.this))
+            )
         outputs = [(e.alias_or_name, _rename_columns(e.unalias())) for e in node.expressions]
         having = node.args.get("having")
         group = node.args.get("group")
-        aggregated = group is not None or having is not None or any(
-            isinstance(n, exp.AggFunc) for _, e in outputs for n in e.walk()
+        aggregated = (
+            group is not None
+            or having is not None
+            or any(isinstance(n, exp.AggFunc) for _, e in outputs for n in e.walk())
         )
         if aggregated:
             keys = [_rename_columns(k) for k in (group.expressions if group else [])]
@@ -304,8 +311,9 @@ class _Planner:
             return relations[0]
         condition = exp.and_(*conditions) if conditions else None
         columns = tuple(c for r in relations for c in r.schema.columns)
-        return self.typed(Join(schema=Schema(columns), relations=tuple(relations),
-                               condition=condition))
+        return self.typed(
+            Join(schema=Schema(columns), relations=tuple(relations), condition=condition)
+        )
 
     def source(self, node: exp.Expression, scope: dict[str, Plan]) -> Plan:
         """A FROM item as a plan whose columns are named ``alias.column``."""
@@ -384,8 +392,13 @@ class _Planner:
             plan = self.typed(project)
         else:
             # COUNT(*) alone: keep one constant column so the input has a row shape.
-            plan = self.typed(Project(schema=plan.schema, input=plan,
-                                      exprs=(("__one", exp.Literal.number(1)),)))
-        aggregate = Aggregate(schema=plan.schema, input=plan,
-                              keys=tuple(key_names.values()), calls=tuple(calls.values()))
+            plan = self.typed(
+                Project(schema=plan.schema, input=plan, exprs=(("__one", exp.Literal.number(1)),))
+            )
+        aggregate = Aggregate(
+            schema=plan.schema,
+            input=plan,
+            keys=tuple(key_names.values()),
+            calls=tuple(calls.values()),
+        )
         return self.typed(aggregate), new_outputs, new_having

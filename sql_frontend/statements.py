@@ -125,7 +125,9 @@ def _create_table(tree: exp.Create) -> CreateTable:
                     if primary_key:
                         raise SqlError(f"table {name!r} has more than one PRIMARY KEY")
                     primary_key = (column,)
-                elif isinstance(what, exp.NotNullColumnConstraint) and not what.args.get("allow_null"):
+                elif isinstance(what, exp.NotNullColumnConstraint) and not what.args.get(
+                    "allow_null"
+                ):
                     not_null.add(column)
                 else:
                     raise UnsupportedSQL(

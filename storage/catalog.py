@@ -12,8 +12,8 @@ import json
 import duckdb
 
 from ivm.errors import StateError
-from ivm.executor import fetch_first
 from ivm.schema import Column, Schema, TableSchema
+from storage.results import fetch_first
 
 FORMAT_VERSION = 1
 META = "__ivm_meta"
@@ -30,7 +30,8 @@ class Catalog:
             con.execute(f"CREATE TABLE {META} (format INTEGER, epoch BIGINT)").fetchall()
             con.execute(f"INSERT INTO {META} VALUES ({FORMAT_VERSION}, 0)").fetchall()
             con.execute(
-                f"CREATE TABLE {ENTRIES} (seq BIGINT, kind VARCHAR, name VARCHAR, definition VARCHAR)"
+                f"CREATE TABLE {ENTRIES} "
+                "(seq BIGINT, kind VARCHAR, name VARCHAR, definition VARCHAR)"
             ).fetchall()
         row = fetch_first(con, f"SELECT format, epoch FROM {META}")
         if row is None or row[0] != FORMAT_VERSION:
@@ -57,7 +58,7 @@ class Catalog:
         self.con.execute(f"DELETE FROM {ENTRIES} WHERE name = ?", [name]).fetchall()
 
     def advance_sql(self) -> str:
-        """The statement that moves the stored epoch one step (run inside the epoch's transaction)."""
+        """The statement that moves the stored epoch one step (run in the epoch's transaction)."""
         return f"UPDATE {META} SET epoch = epoch + 1"
 
 
@@ -77,7 +78,8 @@ def table_from_json(name: str, text: str) -> TableSchema:
     try:
         data = json.loads(text)
         columns = tuple(Column(n, t) for n, t in data["columns"])
-        return TableSchema(name, Schema(columns), tuple(data["primary_key"]),
-                           frozenset(data["not_null"]))
+        return TableSchema(
+            name, Schema(columns), tuple(data["primary_key"]), frozenset(data["not_null"])
+        )
     except (ValueError, KeyError, TypeError) as error:
         raise StateError(f"catalog entry of table {name!r} is unreadable: {error}") from error

@@ -16,10 +16,9 @@ from dataclasses import dataclass
 
 import duckdb
 
-from ivm.executor import fetch_first
-
 from ivm.render import W, column_list, consolidate_sql, expand_sql
 from ivm.schema import WEIGHT, Schema, quote
+from storage.results import fetch_first
 
 COMPACT_FRACTION = 0.5
 """Compact when the appended tail exceeds this fraction of the compacted base…"""
@@ -33,7 +32,9 @@ def create_trace(con: duckdb.DuckDBPyConnection, table: str, schema: Schema) -> 
     con.execute(f"CREATE TABLE {table} ({', '.join(columns)})").fetchall()
 
 
-def create_reader(con: duckdb.DuckDBPyConnection, name: str, table: str, names: Sequence[str]) -> None:
+def create_reader(
+    con: duckdb.DuckDBPyConnection, name: str, table: str, names: Sequence[str]
+) -> None:
     """A DuckDB view named ``name`` showing the trace as a bag: one row per live copy."""
     live = consolidate_sql(f"SELECT * FROM {table}", names, positive_only=True)
     con.execute(f"CREATE OR REPLACE VIEW {quote(name)} AS {expand_sql(live, names)}").fetchall()
@@ -80,7 +81,9 @@ def compact(con: duckdb.DuckDBPyConnection, table: str, key: Sequence[str]) -> i
     con.execute("BEGIN TRANSACTION").fetchall()
     try:
         consolidated = consolidate_sql(f"SELECT * FROM {table}", names)
-        con.execute(f"CREATE OR REPLACE TEMP TABLE __ivm_compact AS {consolidated}{order}").fetchall()
+        con.execute(
+            f"CREATE OR REPLACE TEMP TABLE __ivm_compact AS {consolidated}{order}"
+        ).fetchall()
         con.execute(f"DELETE FROM {table}").fetchall()
         con.execute(f"INSERT INTO {table} SELECT * FROM __ivm_compact").fetchall()
         con.execute("DROP TABLE __ivm_compact").fetchall()

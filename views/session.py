@@ -26,13 +26,14 @@ from sqlglot.errors import SqlglotError
 
 from ivm.circuit import Circuit, incrementalize
 from ivm.errors import ConstraintError, IvmError, SchemaError, SqlError, StateError
-from ivm.executor import EpochRunner, describe, fetch_first, run_sql
+from ivm.executor import EpochRunner, describe, run_sql
 from ivm.render import W, column_list, consolidate_sql
 from ivm.schema import Schema, TableSchema, quote
 from sql_frontend.planner import plan_query
 from sql_frontend.statements import CreateTable, CreateView, Drop, parse_script
 from storage.catalog import Catalog, table_from_json, table_to_json
 from storage.naming import TableNames
+from storage.results import fetch_first
 from storage.traces import Compactor, create_reader, create_trace
 from views.batches import normalize_batch
 from views.constraints import check_change, upsert_sql
@@ -200,9 +201,9 @@ class Session:
     def _register_table(self, table: TableSchema) -> None:
         trace = self.names.relation_trace(table.name)
         self.tables[table.name] = table
-        self.arrow_schemas[table.name] = self.con.sql(
-            f"SELECT * EXCLUDE ({W}) FROM {trace} LIMIT 0"
-        ).to_arrow_table().schema
+        self.arrow_schemas[table.name] = (
+            self.con.sql(f"SELECT * EXCLUDE ({W}) FROM {trace} LIMIT 0").to_arrow_table().schema
+        )
 
     def _create_view(self, statement: CreateView) -> None:
         name = statement.name
@@ -310,8 +311,9 @@ class Session:
             )
             changes[view.name] = f"SELECT * FROM {scratch}"
             changed_views[view.name] = scratch
-            commits.append(f"INSERT INTO {self.names.relation_trace(view.name)} "
-                           f"SELECT * FROM {scratch}")
+            commits.append(
+                f"INSERT INTO {self.names.relation_trace(view.name)} SELECT * FROM {scratch}"
+            )
         for statement in runner.commits + commits:
             self._append(statement)
         return changed_views
@@ -361,8 +363,9 @@ class _Transaction:
         self.saved = (dict(s.tables), dict(s.arrow_schemas), dict(s.views))
         s.con.execute("BEGIN TRANSACTION").fetchall()
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 tb: object) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: object
+    ) -> None:
         s = self.session
         if kind is None:
             s.con.execute("COMMIT").fetchall()

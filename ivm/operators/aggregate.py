@@ -145,9 +145,7 @@ def aggregate_step_sql(
     if shape.extremes:
         ctes.append(f"m AS ({_extremes_sql(shape, union_all_sql([input_old, delta]))})")
     new_state = [f"n.{quote(c)}" for c in state_cols if c not in {k.name for k in shape.calls}]
-    extremes_join = (
-        f" LEFT JOIN m ON {null_safe_match(keys, 'n', 'm')}" if shape.extremes else ""
-    )
+    extremes_join = f" LEFT JOIN m ON {null_safe_match(keys, 'n', 'm')}" if shape.extremes else ""
     # A group exists while it has rows; a global aggregate's single row always exists.
     exists = f" WHERE n.{COUNT} > 0" if keys else ""
     new_rows = (
@@ -168,8 +166,7 @@ def snapshot_sql(shape: AggregateShape, state: str) -> str:
     """The aggregate's output integral read from its state trace."""
     names = column_list(shape.output.names)
     return (
-        f"SELECT {names}, SUM({W})::BIGINT AS {W} FROM {state} "
-        f"GROUP BY {names} HAVING SUM({W}) > 0"
+        f"SELECT {names}, SUM({W})::BIGINT AS {W} FROM {state} GROUP BY {names} HAVING SUM({W}) > 0"
     )
 
 

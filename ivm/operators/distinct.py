@@ -38,6 +38,4 @@ def distinct_step_sql(names: Sequence[str], delta: str, trace: str) -> str:
 def snapshot_sql(names: Sequence[str], trace: str) -> str:
     """The distinct output's integral read from the input trace."""
     cols = column_list(names)
-    return (
-        f"SELECT {cols}, 1::BIGINT AS {W} FROM {trace} GROUP BY {cols} HAVING SUM({W}) > 0"
-    )
+    return f"SELECT {cols}, 1::BIGINT AS {W} FROM {trace} GROUP BY {cols} HAVING SUM({W}) > 0"
