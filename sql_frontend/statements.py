@@ -59,6 +59,9 @@ def parse_script(sql: str) -> list[Statement]:
 
 
 def _statement(tree: exp.Expression) -> Statement:
+    if isinstance(tree, exp.Command):
+        # sqlglot's fallback for text it cannot parse.
+        raise SqlError(f"cannot parse SQL: {tree.sql(dialect='duckdb')[:200]}")
     if isinstance(tree, exp.Create):
         kind = (tree.args.get("kind") or "").upper()
         if kind == "TABLE":

@@ -80,6 +80,9 @@ class Session:
         try:
             self.catalog = Catalog(self.con)
             self._load()
+        except IvmError:
+            self.con.close()
+            raise
         except duckdb.Error as error:
             self.con.close()
             raise StateError(f"state at {self.path} is unusable: {error}") from error
@@ -100,7 +103,27 @@ class Session:
             if kind == "table":
                 self._register_table(table_from_json(name, definition))
             else:
-                self._register_view(name, definition)
+                try:
+                    self._register_view(name, definition)
+                except IvmError as error:
+                    raise StateError(f"stored view {name!r} cannot be planned: {error}") from error
+        self._check_state_present()
+
+    def _check_state_present(self) -> None:
+        """Every trace the catalog implies must exist, or the state is unusable."""
+        present = {
+            r[0] for r in self.con.execute("SELECT table_name FROM duckdb_tables()").fetchall()
+        }
+        expected = [self.names.relation_trace(n) for n in [*self.tables, *self.views]]
+        for view in self.views.values():
+            expected += [
+                self.names.operator_trace(view.name, op.index)
+                for op in view.circuit.operators
+                if op.stateful
+            ]
+        missing = [t for t in expected if t.strip('"').replace('""', '"') not in present]
+        if missing:
+            raise StateError(f"state at {self.path} is missing trace table(s) {', '.join(missing)}")
 
     # -- public API --------------------------------------------------------------------------
 
