@@ -159,7 +159,9 @@ def incrementalize(plan: Plan, view: str) -> Circuit:
         elif isinstance(node, Join):
             op = DeltaJoin(index, node, inputs)
         elif isinstance(node, Aggregate):
-            shape = AggregateShape(keys=node.keys, calls=node.calls, output=node.schema)
+            shape = AggregateShape(
+                keys=node.keys, calls=node.calls, output=node.schema, arguments=node.input.schema
+            )
             op = IncrementalAggregate(index, node, inputs, shape=shape)
         elif isinstance(node, Distinct):
             op = IncrementalDistinct(index, node, inputs)

@@ -211,6 +211,8 @@ class _Planner:
     def __init__(self, relations: Mapping[str, Schema], describe: Describe) -> None:
         self.relations = relations
         self.describe = describe
+        # sqlglot folds unquoted names to lower case; DuckDB's names are case-insensitive.
+        self.stored_names = {n.lower(): n for n in relations}
 
     def typed(self, node: Plan) -> Plan:
         """``node`` with the schema DuckDB gives its plain SQL."""
@@ -322,10 +324,11 @@ class _Planner:
             name = node.name
             if node.args.get("db") or node.args.get("catalog"):
                 raise UnsupportedSQL(f"{at('schema-qualified table name', node)} is not supported")
+            stored = self.stored_names.get(name.lower())
             if name in scope:
                 inner = scope[name]
-            elif name in self.relations:
-                inner = Scan(schema=self.relations[name], name=name)
+            elif stored is not None:
+                inner = Scan(schema=self.relations[stored], name=stored)
             else:
                 raise SqlError(f"{at('unknown table ' + repr(name), node)}")
         elif isinstance(node, exp.Subquery):

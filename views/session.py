@@ -40,6 +40,9 @@ from views.constraints import check_change, upsert_sql
 
 STATE_FILE = "ivm.duckdb"
 
+_OPEN_STATES: set[Path] = set()
+"""State files held by a live session of this process (DuckDB would share them silently)."""
+
 
 @dataclass(frozen=True)
 class ViewDef:
@@ -71,7 +74,13 @@ class Session:
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = Path(path) if path is not None else None
-        self.con = self._open(self.path)
+        self._state_file = self._claim(self.path)
+        self._closed = False
+        try:
+            self.con = self._open(self._state_file)
+        except BaseException:
+            self._release()
+            raise
         self.names = TableNames()
         self.compactor = Compactor()
         self.tables: dict[str, TableSchema] = {}
@@ -81,22 +90,40 @@ class Session:
             self.catalog = Catalog(self.con)
             self._load()
         except IvmError:
-            self.con.close()
+            self.close()
             raise
         except duckdb.Error as error:
-            self.con.close()
+            self.close()
             raise StateError(f"state at {self.path} is unusable: {error}") from error
 
     @staticmethod
-    def _open(path: Path | None) -> duckdb.DuckDBPyConnection:
+    def _claim(path: Path | None) -> Path | None:
+        """The state file for ``path``, refused if another session of this process holds it."""
         if path is None:
+            return None
+        file = (path if path.suffix == ".duckdb" else path / STATE_FILE).resolve()
+        if file in _OPEN_STATES:
+            raise StateError(f"state at {path} is already open in this process: close it first")
+        _OPEN_STATES.add(file)
+        return file
+
+    def _release(self) -> None:
+        if self._state_file is not None:
+            _OPEN_STATES.discard(self._state_file)
+
+    @staticmethod
+    def _open(file: Path | None) -> duckdb.DuckDBPyConnection:
+        if file is None:
             return duckdb.connect()
-        file = path if path.suffix == ".duckdb" else path / STATE_FILE
         try:
             file.parent.mkdir(parents=True, exist_ok=True)
             return duckdb.connect(str(file))
         except (OSError, duckdb.Error) as error:
             raise StateError(f"cannot open state at {file}: {error}") from error
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StateError("this session is closed: open a new one with ivm.connect()")
 
     def _load(self) -> None:
         for kind, name, definition in self.catalog.entries():
@@ -134,6 +161,7 @@ class Session:
 
     def execute(self, sql: str) -> None:
         """Run DDL: CREATE TABLE, CREATE [MATERIALIZED] VIEW, DROP VIEW, DROP TABLE."""
+        self._check_open()
         for statement in parse_script(sql):
             with self._transaction():
                 if isinstance(statement, CreateTable):
@@ -150,6 +178,7 @@ class Session:
         mode: str = "insert",
     ) -> dict[str, pa.Table]:
         """Apply one epoch of changes; returns every view's change (a consolidated Z-set)."""
+        self._check_open()
         if mode not in ("insert", "upsert"):
             raise IvmError(f"unknown ingest mode {mode!r}: use 'insert' or 'upsert'")
         batches = dict(table) if isinstance(table, Mapping) else {table: batch}
@@ -164,12 +193,14 @@ class Session:
 
     def read(self, name: str) -> pa.Table:
         """Current contents of a view (or table): one row per copy."""
+        self._check_open()
         if name not in self.views and name not in self.tables:
             raise SqlError(f"no table or view named {name!r}")
         return self.con.sql(f"SELECT * FROM {quote(name)}").to_arrow_table()
 
     def sql(self, query: str) -> pa.Table:
         """Run a read-only query over tables and views."""
+        self._check_open()
         try:
             trees = sqlglot.parse(query, read="duckdb")
         except SqlglotError as error:
@@ -183,13 +214,17 @@ class Session:
 
     def explain(self, view: str) -> str:
         """The incremental circuit of ``view``, one operator per line."""
+        self._check_open()
         if view not in self.views:
             raise SqlError(f"no view named {view!r}")
         return self.views[view].circuit.explain()
 
     def close(self) -> None:
-        """Close the session; persistent state stays on disk."""
-        self.con.close()
+        """Close the session; persistent state stays on disk. Closing twice is harmless."""
+        if not self._closed:
+            self._closed = True
+            self.con.close()
+            self._release()
 
     def __enter__(self) -> Session:
         return self

@@ -29,6 +29,9 @@ from ivm.render import W, column_list, null_safe_match, union_all_sql
 from ivm.schema import Column, Schema, quote
 
 COUNT = "__cnt"
+INTEGER_TYPES = frozenset(
+    {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT"}
+)
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,7 @@ class AggregateShape:
     keys: tuple[str, ...]
     calls: tuple[AggregateCall, ...]
     output: Schema  # keys then call names, with DuckDB's types for them
+    arguments: Schema  # the input's columns (aggregate arguments among them)
 
     @property
     def extremes(self) -> tuple[AggregateCall, ...]:
@@ -63,6 +67,9 @@ def _partials(shape: AggregateShape) -> list[str]:
         if call.func in ("count", "sum", "avg"):
             parts.append(f"SUM(CASE WHEN {arg} IS NULL THEN 0 ELSE {W} END)::BIGINT AS __n{j}")
         if call.func in ("sum", "avg"):
+            # Integer sums are HUGEINT in DuckDB; widen before weighting so n·x cannot overflow.
+            if shape.arguments.type_of(call.arg or "").upper() in INTEGER_TYPES:
+                arg = f"CAST({arg} AS HUGEINT)"
             parts.append(f"SUM({arg} * {W}) AS __s{j}")
     return parts
 

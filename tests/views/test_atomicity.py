@@ -152,3 +152,42 @@ def test_many_failures_in_a_row_then_success(db):
     db.ingest("b", [{"id": 101, "a_id": 2, "label": "p"}])
     assert rows(db.read("ab")) == [(1, "x", "p"), (2, "y", "p")]
     assert rows(db.read("labels")) == [("p",)]
+
+
+def test_upsert_mode_failure_changes_nothing(db):
+    before = snapshot(db)
+    with pytest.raises(ivm.ConstraintError):
+        db.ingest(
+            {
+                "a": [{"id": 1, "g": "y", "v": 99}],  # would replace row 1
+                "b": [{"id": 101, "a_id": 1, "label": None}],
+            },
+            mode="upsert",
+        )
+    assert db.epoch == 1
+    assert snapshot(db) == before
+    delta = db.ingest("a", [{"id": 1, "g": "y", "v": 99}], mode="upsert")
+    assert rows(delta["a_sum"]) == [("x", 10, 1, -1), ("y", 20, 1, -1), ("y", 119, 2, 1)]
+    assert rows(db.read("ab")) == [(1, "y", "p")]
+
+
+def test_view_evaluation_error_changes_nothing():
+    db = ivm.connect()
+    db.execute("""
+        CREATE TABLE t (id BIGINT PRIMARY KEY, code VARCHAR);
+        CREATE TABLE u (id BIGINT PRIMARY KEY);
+        CREATE VIEW n AS SELECT COUNT(*) AS n FROM u;
+        CREATE VIEW codes AS SELECT id, CAST(code AS INTEGER) AS code FROM t;
+    """)
+    db.ingest({"t": [{"id": 1, "code": "7"}], "u": [{"id": 1}]})
+    with pytest.raises(ivm.IvmError) as info:
+        db.ingest({"u": [{"id": 2}], "t": [{"id": 2, "code": "not a number"}]})
+    assert isinstance(info.value, ivm.ExecutionError)
+    assert db.epoch == 1
+    assert rows(db.read("t")) == [(1, "7")]
+    assert rows(db.read("u")) == [(1,)]
+    assert rows(db.read("n")) == [(1,)]
+    assert rows(db.read("codes")) == [(1, 7)]
+    delta = db.ingest({"u": [{"id": 2}], "t": [{"id": 2, "code": "8"}]})
+    assert rows(delta["n"]) == [(1, -1), (2, 1)]
+    assert rows(delta["codes"]) == [(2, 8, 1)]

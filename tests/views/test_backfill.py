@@ -132,3 +132,10 @@ def test_backfill_matches_view_created_before_data():
     final = [{"k": "a", "v": 9, "__w": 1}]
     assert rows(late.ingest("t", final)["s"]) == rows(early.ingest("t", final)["s"])
     assert rows(late.read("s")) == [("a", 10, 2, 9), ("b", 12, 3, 5)]
+
+
+def test_backfill_sum_of_large_duplicates(db):
+    db.execute("CREATE TABLE big (a BIGINT)")
+    db.ingest("big", [{"a": 2**62, "__w": 2}])
+    db.execute("CREATE VIEW s AS SELECT SUM(a) AS s, COUNT(*) AS n FROM big")
+    assert rows(db.read("s")) == [(2**63, 2)]

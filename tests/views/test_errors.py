@@ -308,3 +308,24 @@ def test_state_missing_a_trace_is_state_error(tmp_path):
     with pytest.raises(ivm.StateError):
         db = ivm.connect(state)
         db.ingest("t", [{"id": 1}])
+
+
+# -- a closed session --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "use",
+    [
+        lambda db: db.read("t"),
+        lambda db: db.ingest("t", [GOOD_ROW]),
+        lambda db: db.sql("SELECT * FROM t"),
+        lambda db: db.execute("CREATE TABLE u (id BIGINT)"),
+    ],
+    ids=["read", "ingest", "sql", "execute"],
+)
+def test_use_after_close_raises_ivm_error(use):
+    db = ivm.connect()
+    db.execute(TABLE)
+    db.close()
+    with pytest.raises(ivm.IvmError):
+        use(db)

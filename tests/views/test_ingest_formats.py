@@ -161,7 +161,9 @@ def test_debezium_envelope(seeded):
         ("dan", 50, 1, 1),
     ]
     assert rows(delta["big"]) == [(1, "ann", -1), (5, "dan", 1)]
-    assert rows(seeded.read("orders")) == [(1, "ann", 2), (3, "bob", 7), (4, "bob", 1), (5, "dan", 50)]
+    assert rows(seeded.read("orders")) == [
+        (1, "ann", 2), (3, "bob", 7), (4, "bob", 1), (5, "dan", 50)
+    ]
     assert rows(seeded.read("revenue")) == [("ann", 2, 1), ("bob", 8, 2), ("dan", 50, 1)]
 
 
@@ -332,3 +334,57 @@ def test_insert_then_delete_in_one_batch_order_irrelevant(seeded):
 def test_unknown_mode_raises(seeded):
     with pytest.raises(ivm.IvmError):
         seeded.ingest("orders", [], mode="merge")
+
+
+# -- deltas are consolidated Z-sets that add up to the view ------------------------------
+
+
+def test_deltas_are_consolidated_and_sum_to_read():
+    import random
+    from collections import Counter
+
+    db = ivm.connect()
+    db.execute("""
+        CREATE TABLE t (k VARCHAR, v BIGINT);
+        CREATE VIEW proj AS SELECT k FROM t;
+        CREATE VIEW agg AS SELECT k, SUM(v) AS s, COUNT(*) AS n, MIN(v) AS lo FROM t GROUP BY k;
+        CREATE VIEW dist AS SELECT DISTINCT k FROM t;
+        CREATE VIEW self_join AS SELECT a.k, b.v FROM t a JOIN t b ON a.k = b.k;
+    """)
+    rng = random.Random(5)
+    live: Counter = Counter()
+    totals = {view: Counter() for view in ("proj", "agg", "dist", "self_join")}
+    for _ in range(25):
+        batch = []
+        for _ in range(rng.randint(1, 5)):
+            row = (rng.choice("abc"), rng.randint(1, 3))
+            weight = -rng.randint(1, live[row]) if live[row] and rng.random() < 0.4 else 2
+            live[row] += weight
+            batch.append({"k": row[0], "v": row[1], "__w": weight})
+        # the same row twice in a batch is summed
+        merged: Counter = Counter()
+        for change in batch:
+            merged[(change["k"], change["v"])] += change["__w"]
+        batch = [{"k": k, "v": v, "__w": w} for (k, v), w in merged.items()]
+        for view, delta in db.ingest("t", batch).items():
+            assert delta.column_names[-1] == "__w"
+            changes = [tuple(r.values()) for r in delta.to_pylist()]
+            keys = [c[:-1] for c in changes]
+            assert len(keys) == len(set(keys)), f"{view}: delta rows are not consolidated"
+            assert all(c[-1] != 0 for c in changes)
+            for *row, weight in changes:
+                totals[view][tuple(row)] += weight
+        for view, total in totals.items():
+            assert +total == Counter(tuple(r.values()) for r in db.read(view).to_pylist())
+            assert all(w > 0 for w in total.values() if w)
+    assert Counter(tuple(r.values()) for r in db.read("t").to_pylist()) == +live
+
+
+def test_weight_times_large_value_does_not_overflow_sum():
+    db = ivm.connect()
+    db.execute("CREATE TABLE t (a BIGINT); CREATE VIEW s AS SELECT SUM(a) AS s FROM t")
+    # DuckDB's SUM(BIGINT) is a HUGEINT: 2 * 2**62 fits
+    delta = db.ingest("t", [{"a": 2**62, "__w": 2}])
+    assert rows(delta["s"]) == [(None, -1), (2**63, 1)]
+    assert rows(db.read("s")) == [(2**63,)]
+    assert db.sql("SELECT SUM(a) AS s FROM t").to_pylist() == [{"s": 2**63}]

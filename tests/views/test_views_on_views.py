@@ -138,3 +138,20 @@ def test_drop_view_of_a_table_name_raises(db):
         db.execute("DROP TABLE revenue")
     with pytest.raises(ivm.SqlError):
         db.execute("DROP VIEW orders")
+
+
+def test_drop_removes_all_state(db):
+    db.execute("CREATE VIEW cities AS SELECT DISTINCT customer FROM orders")
+    db.ingest("orders", [{"id": 1, "customer": "ann", "amount": 20}])
+
+    def tables() -> set[str]:
+        found = db.sql("SELECT table_name FROM duckdb_tables() WHERE NOT temporary").to_pylist()
+        return {r["table_name"] for r in found}
+
+    with_views = tables()
+    db.execute("DROP VIEW n_big; DROP VIEW big_customers; DROP VIEW revenue; DROP VIEW cities")
+    without_views = tables()
+    assert without_views < with_views
+    assert not any("revenue" in t or "big" in t or "cities" in t for t in without_views)
+    db.execute("DROP TABLE orders")
+    assert not any("orders" in t for t in tables())
