@@ -160,10 +160,14 @@ class Session:
         return self.catalog.epoch
 
     def execute(self, sql: str) -> None:
-        """Run DDL: CREATE TABLE, CREATE [MATERIALIZED] VIEW, DROP VIEW, DROP TABLE."""
+        """Run DDL: CREATE TABLE, CREATE [MATERIALIZED] VIEW, DROP VIEW, DROP TABLE.
+
+        A script of several statements is applied atomically: if one fails, none applies.
+        """
         self._check_open()
-        for statement in parse_script(sql):
-            with self._transaction():
+        statements = parse_script(sql)
+        with self._transaction():  # the whole script, or nothing
+            for statement in statements:
                 if isinstance(statement, CreateTable):
                     self._create_table(statement)
                 elif isinstance(statement, CreateView):
