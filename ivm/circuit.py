@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sqlglot import exp
+
 from ivm.operators.aggregate import AggregateShape
 from ivm.plan import Aggregate, Distinct, Filter, Join, Plan, Project, Scan, UnionAll
 from ivm.render import sql_of
@@ -71,11 +73,37 @@ class Linear(Operator):
 class DeltaJoin(Operator):
     """Inner join as a delta query: Σᵢ ΔRᵢ ⋈ earlier inputs (new) ⋈ later inputs (old)."""
 
+    def equi_keys(self) -> list[tuple[str, str]]:
+        """Column pairs the condition equates across two different inputs.
+
+        These are the keys a partitioned executor arranges each input by.
+        """
+        node = self.node
+        assert isinstance(node, Join)
+        if node.condition is None:
+            return []
+        owner = {c: i for i, r in enumerate(node.relations) for c in r.schema.names}
+        pairs = []
+        for conjunct in (
+            node.condition.flatten() if isinstance(node.condition, exp.And) else [node.condition]
+        ):
+            if isinstance(conjunct, exp.EQ) and all(
+                isinstance(side, exp.Column) for side in (conjunct.left, conjunct.right)
+            ):
+                left, right = conjunct.left.name, conjunct.right.name
+                if left in owner and right in owner and owner[left] != owner[right]:
+                    pairs.append((left, right))
+        return pairs
+
     def label(self) -> str:
         node = self.node
         assert isinstance(node, Join)
         on = sql_of(node.condition) if node.condition is not None else "true"
-        return f"DeltaJoin of {len(self.inputs)} inputs on {on} (state: the inputs' integrals)"
+        keys = ", ".join(f"{a} = {b}" for a, b in self.equi_keys()) or "none (nested loop)"
+        return (
+            f"DeltaJoin of {len(self.inputs)} inputs on {on}; equi-keys: {keys} "
+            "(state: the inputs' integrals)"
+        )
 
 
 @dataclass(frozen=True, eq=False)

@@ -86,6 +86,7 @@ class Session:
         self.tables: dict[str, TableSchema] = {}
         self.arrow_schemas: dict[str, pa.Schema] = {}
         self.views: dict[str, ViewDef] = {}
+        self._no_change: dict[str, pa.Table] = {}  # each view's empty change, by name
         try:
             self.catalog = Catalog(self.con)
             self._load()
@@ -322,6 +323,7 @@ class Session:
                     self.con.execute(f"DROP TABLE IF EXISTS {trace}").fetchall()
                     self.compactor.forget(trace)
             del self.views[name]
+            self._no_change.pop(name, None)
         else:
             del self.tables[name]
             del self.arrow_schemas[name]
@@ -392,11 +394,13 @@ class Session:
     def _fetch_change(self, view: str, changed: dict[str, str]) -> pa.Table:
         if view in changed:
             return self.con.sql(f"SELECT * FROM {changed[view]}").to_arrow_table()
-        names = self.views[view].schema.names
-        trace = self.names.relation_trace(view)
-        return self.con.sql(
-            f"SELECT {column_list(names)}, {W} FROM {trace} LIMIT 0"
-        ).to_arrow_table()
+        if view not in self._no_change:
+            names = self.views[view].schema.names
+            trace = self.names.relation_trace(view)
+            self._no_change[view] = self.con.sql(
+                f"SELECT {column_list(names)}, {W} FROM {trace} LIMIT 0"
+            ).to_arrow_table()
+        return self._no_change[view]
 
     def _compact(self) -> None:
         keys: dict[str, tuple[str, ...]] = {}
