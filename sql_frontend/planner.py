@@ -38,7 +38,7 @@ from ivm.plan import (
     Scan,
     UnionAll,
 )
-from ivm.render import plain_sql
+from ivm.render import plain_sql, union_all_sql
 from ivm.schema import WEIGHT, Schema
 from sql_frontend.positions import describe as at
 
@@ -242,8 +242,10 @@ class _Planner:
         right = self.query(node.right, scope)
         if len(left.schema) != len(right.schema):
             raise SqlError(f"{at('UNION', node)}: both sides must have the same number of columns")
-        parts = tuple(self.conform(p, left.schema) for p in (left, right))
-        result = self.typed(UnionAll(schema=left.schema, parts=parts))
+        # DuckDB unifies the two sides' types (INTEGER ∪ DECIMAL → DECIMAL); so do we.
+        target = self.describe(union_all_sql([plain_sql(left), plain_sql(right)]))
+        parts = tuple(self.conform(p, target) for p in (left, right))
+        result = self.typed(UnionAll(schema=target, parts=parts))
         if node.args.get("distinct"):
             result = self.typed(Distinct(schema=result.schema, input=result))
         return result
