@@ -39,7 +39,7 @@ from ivm.plan import (
     UnionAll,
 )
 from ivm.render import plain_sql, union_all_sql
-from ivm.schema import WEIGHT, Schema
+from ivm.schema import WEIGHT, Column, Schema
 from sql_frontend.positions import describe as at
 
 Describe = Callable[[str], Schema]
@@ -110,14 +110,29 @@ def plan_expression(
     plan = planner.query(qualified, {})
     # The view's columns are named and typed exactly as DuckDB names and types the query.
     target = describe(tree.sql(dialect="duckdb"))
-    lowered = [n.lower() for n in target.names]
-    duplicates = sorted({n for n in target.names if lowered.count(n.lower()) > 1})
-    if duplicates:
-        raise SqlError(
-            f"the view would have several columns named {', '.join(map(repr, duplicates))}: "
-            "give them distinct aliases"
-        )
-    return planner.conform(plan, target)
+    return planner.conform(
+        plan,
+        Schema(
+            tuple(
+                Column(name, c.type)
+                for name, c in zip(unique_names(target.names), target.columns, strict=True)
+            )
+        ),
+    )
+
+
+def unique_names(names: list[str]) -> list[str]:
+    """Column names made unique as DuckDB's CREATE VIEW does: a repeat ``k`` becomes ``k_1``."""
+    taken: set[str] = set()
+    result = []
+    for name in names:
+        candidate, suffix = name, 0
+        while candidate.lower() in taken:
+            suffix += 1
+            candidate = f"{name}_{suffix}"
+        taken.add(candidate.lower())
+        result.append(candidate)
+    return result
 
 
 def reject_unsupported(tree: exp.Expression) -> None:
@@ -288,7 +303,13 @@ class _Planner:
             or any(isinstance(n, exp.AggFunc) for _, e in outputs for n in e.walk())
         )
         if aggregated:
-            keys = [_rename_columns(k) for k in (group.expressions if group else [])]
+            if group is not None and group.args.get("all"):
+                # DuckDB's GROUP BY ALL: every SELECT expression without an aggregate.
+                keys = [
+                    e for _, e in outputs if not any(isinstance(n, exp.AggFunc) for n in e.walk())
+                ]
+            else:
+                keys = [_rename_columns(k) for k in (group.expressions if group else [])]
             having_expr = _rename_columns(having.this) if having is not None else None
             plan, outputs, having_expr = self.aggregate(plan, keys, outputs, having_expr, node)
             if having_expr is not None:
