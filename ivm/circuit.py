@@ -123,7 +123,9 @@ class IncrementalAggregate(Operator):
     def label(self) -> str:
         calls = ", ".join(f"{c.name} := {c.func}({c.arg or '*'})" for c in self.shape.calls)
         keys = ", ".join(self.shape.keys) or "(global)"
-        return f"IncrementalAggregate by [{keys}] {calls} (state: group versions by key)"
+        recomputed = ", ".join(c.name for c in self.shape.recomputed)
+        how = f"; recomputed per touched key: {recomputed}" if recomputed else ""
+        return f"IncrementalAggregate by [{keys}] {calls} (state: group versions by key{how})"
 
 
 @dataclass(frozen=True, eq=False)

@@ -132,7 +132,7 @@ class EpochRunner:
         if change is None:
             return None
         shape = op.shape
-        if shape.extremes:
+        if shape.recomputed:
             change = self._materialize(op, "input", change)
         state = self.store.operator_trace(self._view, op.index)
         if self.backfill:

@@ -14,10 +14,13 @@ exactly those ±1 rows projected to keys and visible values.
 
 Per epoch:
 
-* COUNT/SUM/AVG (invertible): new state = old state + the delta's partial sums.
-* MIN/MAX: per-key recompute — for touched groups, the extreme over the input's
-  new integral (old integral ⊎ delta, rows with positive weight), so deleting
-  the current extreme is right.
+* COUNT, and SUM/AVG over exact types (integers, DECIMAL): invertible — new
+  state = old state + the delta's partial sums.
+* MIN/MAX, and SUM/AVG over floating point: per-key recompute — for touched
+  groups, the value over the input's new integral (old integral ⊎ delta, rows
+  with positive weight). Deleting the current extreme is right, and a float sum
+  is never the result of subtracting what was added (NaN, ±inf and cancellation
+  such as 1e17 + 1 − 1e17 would make it wrong).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ COUNT = "__cnt"
 INTEGER_TYPES = frozenset(
     {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT"}
 )
+FLOAT_TYPES = frozenset({"FLOAT", "REAL", "DOUBLE", "FLOAT4", "FLOAT8"})
 
 
 @dataclass(frozen=True)
@@ -43,15 +47,25 @@ class AggregateShape:
     output: Schema  # keys then call names, with DuckDB's types for them
     arguments: Schema  # the input's columns (aggregate arguments among them)
 
+    def maintained(self, call: AggregateCall) -> bool:
+        """True when ``call`` is updated from the change alone (exact and invertible)."""
+        if not call.invertible:
+            return False
+        if call.func in ("sum", "avg"):
+            return self.arguments.type_of(call.arg or "").upper() not in FLOAT_TYPES
+        return True
+
     @property
-    def extremes(self) -> tuple[AggregateCall, ...]:
-        """The MIN/MAX calls, recomputed per touched key."""
-        return tuple(c for c in self.calls if not c.invertible)
+    def recomputed(self) -> tuple[AggregateCall, ...]:
+        """Calls recomputed per touched key from the input's integral."""
+        return tuple(c for c in self.calls if not self.maintained(c))
 
     def state_columns(self) -> list[str]:
         """Columns of the state trace, weight excluded, in order."""
         columns = [*self.keys, COUNT]
         for j, call in enumerate(self.calls):
+            if not self.maintained(call):
+                continue
             if call.func in ("count", "sum", "avg"):
                 columns.append(f"__n{j}")
             if call.func in ("sum", "avg"):
@@ -64,6 +78,8 @@ def _partials(shape: AggregateShape) -> list[str]:
     parts = [f"SUM({W})::BIGINT AS {COUNT}"]
     for j, call in enumerate(shape.calls):
         arg = quote(call.arg or "")
+        if not shape.maintained(call):
+            continue
         if call.func in ("count", "sum", "avg"):
             parts.append(f"SUM(CASE WHEN {arg} IS NULL THEN 0 ELSE {W} END)::BIGINT AS __n{j}")
         if call.func in ("sum", "avg"):
@@ -78,6 +94,8 @@ def _combined(shape: AggregateShape) -> list[str]:
     """New state columns: old state plus the delta's partials (a NULL old means no group)."""
     parts = [f"COALESCE(o.{COUNT}, 0) + COALESCE(p.{COUNT}, 0) AS {COUNT}"]
     for j, call in enumerate(shape.calls):
+        if not shape.maintained(call):
+            continue
         n = f"(COALESCE(o.__n{j}, 0) + COALESCE(p.__n{j}, 0))"
         if call.func in ("count", "sum", "avg"):
             parts.append(f"{n} AS __n{j}")
@@ -90,34 +108,45 @@ def _combined(shape: AggregateShape) -> list[str]:
 
 
 def _visible(shape: AggregateShape) -> list[str]:
-    """Visible output values computed from the new state (``n``) and recomputed extremes (``m``)."""
+    """Visible output values from the new state (``n``) and the recomputed values (``m``)."""
     parts = []
     for j, call in enumerate(shape.calls):
         type_ = shape.output.type_of(call.name)
-        if call.func == "count_star":
+        if not shape.maintained(call):
+            value = f"m.{quote(call.name)}"
+        elif call.func == "count_star":
             value = f"n.{COUNT}"
         elif call.func == "count":
             value = f"n.__n{j}"
         elif call.func == "sum":
             value = f"n.__s{j}"
-        elif call.func == "avg":
-            value = f"CAST(n.__s{j} AS DOUBLE) / n.__n{j}"
         else:
-            value = f"m.{quote(call.name)}"
+            value = f"CAST(n.__s{j} AS DOUBLE) / n.__n{j}"
         parts.append(f"CAST({value} AS {type_}) AS {quote(call.name)}")
     return parts
 
 
-def _extremes_sql(shape: AggregateShape, input_new: str) -> str:
-    """Per touched group, MIN/MAX over the live rows of the input's new integral."""
-    args = sorted({c.arg for c in shape.extremes if c.arg})
+def _recomputed_value(call: AggregateCall) -> str:
+    """``call`` over consolidated live rows, each standing for ``__w`` copies."""
+    arg = quote(call.arg or "")
+    if call.func in ("min", "max"):
+        return f"{call.func.upper()}({arg})"
+    total = f"SUM({arg} * {W})"
+    if call.func == "sum":
+        return total
+    return f"{total} / SUM(CASE WHEN {arg} IS NULL THEN NULL ELSE {W} END)"
+
+
+def _recomputed_sql(shape: AggregateShape, input_new: str) -> str:
+    """Per touched group, the recomputed calls over the live rows of the input's new integral."""
+    args = sorted({c.arg for c in shape.recomputed if c.arg})
     grouping = column_list([*shape.keys, *args])
     live = (
         f"SELECT {grouping}, SUM({W}) AS {W} FROM ({input_new}) AS x "
         + (f"SEMI JOIN p ON {null_safe_match(shape.keys, 'x', 'p')} " if shape.keys else "")
         + f"GROUP BY {grouping} HAVING SUM({W}) > 0"
     )
-    values = [f"{c.func.upper()}({quote(c.arg or '')}) AS {quote(c.name)}" for c in shape.extremes]
+    values = [f"{_recomputed_value(c)} AS {quote(c.name)}" for c in shape.recomputed]
     group = f" GROUP BY {column_list(shape.keys)}" if shape.keys else ""
     return f"SELECT {', '.join([*map(quote, shape.keys), *values])} FROM ({live}) AS l{group}"
 
@@ -131,7 +160,7 @@ def aggregate_step_sql(
     """SQL whose rows are this epoch's group versions: old ones with −1, new ones with +1.
 
     ``delta`` is the input's change, ``state`` the state trace table, ``input_old`` the
-    input's integral before this epoch (read only for MIN/MAX).
+    input's integral before this epoch (read only for recomputed calls).
     """
     keys = list(shape.keys)
     state_cols = shape.state_columns()
@@ -149,15 +178,16 @@ def aggregate_step_sql(
             on=null_safe_match(keys, "p", "o"),
         ),
     ]
-    if shape.extremes:
-        ctes.append(f"m AS ({_extremes_sql(shape, union_all_sql([input_old, delta]))})")
+    if shape.recomputed:
+        ctes.append(f"m AS ({_recomputed_sql(shape, union_all_sql([input_old, delta]))})")
     new_state = [f"n.{quote(c)}" for c in state_cols if c not in {k.name for k in shape.calls}]
-    extremes_join = f" LEFT JOIN m ON {null_safe_match(keys, 'n', 'm')}" if shape.extremes else ""
+    recomputed = shape.recomputed
+    m_join = f" LEFT JOIN m ON {null_safe_match(keys, 'n', 'm')}" if recomputed else ""
     # A group exists while it has rows; a global aggregate's single row always exists.
     exists = f" WHERE n.{COUNT} > 0" if keys else ""
     new_rows = (
         f"SELECT {', '.join([*new_state, *_visible(shape)])}, 1::BIGINT AS {W} "
-        f"FROM n{extremes_join}{exists}"
+        f"FROM n{m_join}{exists}"
     )
     old_rows = f"SELECT {column_list(state_cols)}, -1::BIGINT AS {W} FROM o"
     return f"WITH {', '.join(ctes)} {old_rows} UNION ALL {new_rows}"
