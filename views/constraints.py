@@ -83,7 +83,7 @@ def check_change(
         )
     if row[1] is not None:
         raise ConstraintError(
-            f"table {table.name!r}: duplicate primary key {row[1]}: "
-            "the key already holds a row (delete it in the same batch, "
-            "or ingest with mode='upsert')"
+            f"table {table.name!r}: duplicate primary key {row[1]}: after this batch the key "
+            "would hold more than one row (a batch may insert a key only once, and only if the "
+            "key is free or the batch also deletes its row; mode='upsert' replaces rows)"
         )
