@@ -6,7 +6,7 @@ their consumer's SQL, so a chain of filters and projections costs nothing of
 its own; stateful operators materialize their change in a scratch table,
 because the change is both read by the operator above and appended to state.
 
-All appends to state are collected in ``commits`` and run after every view of
+All appends to state are collected in ``commits`` (target table, rows) and run after every view of
 the epoch has computed its change: until then every trace still holds the
 integral *before* the epoch, which is what the delta rules read as "old".
 
@@ -76,7 +76,7 @@ class EpochRunner:
         self.store = store
         self.changes = changes
         self.backfill = backfill
-        self.commits: list[str] = []
+        self.commits: list[tuple[str, str]] = []  # (trace table, query of rows to append)
         self._delta: dict[tuple[str, int], str | None] = {}
         self._old: dict[tuple[str, int], str] = {}
         self._view = ""
@@ -140,7 +140,7 @@ class EpochRunner:
             self._create(state, aggregate.state_schema(shape, partials))
         step = aggregate.aggregate_step_sql(shape, change, state, self.old(op.inputs[0]))
         versions = self._materialize(op, "versions", step)
-        self.commits.append(f"INSERT INTO {state} {versions}")
+        self.commits.append((state, versions))
         return aggregate.visible_sql(shape, versions)
 
     def _distinct(self, op: IncrementalDistinct) -> str | None:
@@ -152,7 +152,7 @@ class EpochRunner:
         trace = self.store.operator_trace(self._view, op.index)
         if self.backfill:
             self._create(trace, op.node.schema)
-        self.commits.append(f"INSERT INTO {trace} {consolidated}")
+        self.commits.append((trace, consolidated))
         return self._materialize(
             op, "output", distinct.distinct_step_sql(names, consolidated, trace)
         )

@@ -280,8 +280,8 @@ class Session:
         create_trace(self.con, trace, view.schema)
         runner = EpochRunner(self.con, self.names, {}, backfill=True)
         delta = runner.run(view.circuit)
-        for commit in runner.commits:
-            run_sql(self.con, commit)
+        for table, rows in runner.commits:
+            run_sql(self.con, f"INSERT INTO {table} {rows}")
         if delta is not None:
             run_sql(self.con, f"INSERT INTO {trace} {consolidate_sql(delta, view.schema.names)}")
         create_reader(self.con, name, trace, view.schema.names)
@@ -342,7 +342,7 @@ class Session:
         """Validate and apply every change inside the open transaction; returns the
         scratch tables holding each changed view's consolidated change."""
         changes: dict[str, str] = {}
-        commits: list[str] = []
+        commits: list[tuple[str, str]] = []  # (trace table, query of rows to append)
         for name, batch in batches.items():
             table = self.tables[name]
             trace = self.names.relation_trace(name)
@@ -358,7 +358,7 @@ class Session:
                 self.con.unregister(registered)
             check_change(self.con, table, f"SELECT * FROM {change}", trace)
             changes[name] = f"SELECT * FROM {change}"
-            commits.append(f"INSERT INTO {trace} SELECT * FROM {change}")
+            commits.append((trace, f"SELECT * FROM {change}"))
         runner = EpochRunner(self.con, self.names, changes)
         changed_views: dict[str, str] = {}
         for view in self.views.values():
@@ -375,21 +375,18 @@ class Session:
             )
             changes[view.name] = f"SELECT * FROM {scratch}"
             changed_views[view.name] = scratch
-            commits.append(
-                f"INSERT INTO {self.names.relation_trace(view.name)} SELECT * FROM {scratch}"
-            )
-        for statement in runner.commits + commits:
-            self._append(statement)
+            commits.append((self.names.relation_trace(view.name), f"SELECT * FROM {scratch}"))
+        for table, rows in runner.commits + commits:
+            self._append(table, rows)
         return changed_views
 
-    def _append(self, statement: str) -> None:
-        """Run an INSERT into a trace and record its size for compaction."""
+    def _append(self, table: str, rows: str) -> None:
+        """Append ``rows`` to the trace ``table`` and record how many for compaction."""
         try:
-            row = fetch_first(self.con, statement)
+            count = fetch_first(self.con, f"INSERT INTO {table} {rows}")
         except duckdb.Error as error:
             raise IvmError(f"appending to state failed: {error}") from error
-        table = statement.split(" ", 3)[2]
-        self.compactor.appended(table, int(row[0]) if row else 0)
+        self.compactor.appended(table, int(count[0]) if count else 0)
 
     def _fetch_change(self, view: str, changed: dict[str, str]) -> pa.Table:
         if view in changed:
