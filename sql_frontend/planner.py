@@ -87,13 +87,17 @@ def plan_query(sql: str, relations: Mapping[str, Schema], describe: Describe) ->
         tree = sqlglot.parse_one(sql, read="duckdb")
     except SqlglotError as error:
         raise SqlError(f"cannot parse view query: {error}") from error
-    return plan_expression(tree, relations, describe)
+    return plan_expression(tree, relations, describe, sql)
 
 
 def plan_expression(
-    tree: exp.Expression, relations: Mapping[str, Schema], describe: Describe
+    tree: exp.Expression,
+    relations: Mapping[str, Schema],
+    describe: Describe,
+    sql: str | None = None,
 ) -> Plan:
-    """Plan a parsed query expression."""
+    """Plan a parsed query; ``sql`` is its original text, which names the columns as DuckDB
+    does (sqlglot's regenerated text would rename ``substr(x, 1)`` to ``substring(x, 1)``)."""
     reject_unsupported(tree)
     mapping = {name: {c.name: c.type for c in s.columns} for name, s in relations.items()}
     try:
@@ -109,16 +113,18 @@ def plan_expression(
     planner = _Planner(relations, describe)
     plan = planner.query(qualified, {})
     # The view's columns are named and typed exactly as DuckDB names and types the query.
-    target = describe(tree.sql(dialect="duckdb"))
-    return planner.conform(
-        plan,
-        Schema(
-            tuple(
-                Column(name, c.type)
-                for name, c in zip(unique_names(target.names), target.columns, strict=True)
-            )
-        ),
+    target = describe(sql if sql is not None else tree.sql(dialect="duckdb"))
+    names = unique_names(target.names)
+    columns = (
+        Column(n, materialized_type(c.type)) for n, c in zip(names, target.columns, strict=True)
     )
+    return planner.conform(plan, Schema(tuple(columns)))
+
+
+def materialized_type(type_: str) -> str:
+    """The type a column gets when stored: an untyped NULL is stored as INTEGER, as DuckDB's
+    CREATE TABLE … AS does."""
+    return "INTEGER" if type_.strip('"').upper() == "NULL" else type_
 
 
 def unique_names(names: list[str]) -> list[str]:
@@ -314,7 +320,9 @@ class _Planner:
             plan, outputs, having_expr = self.aggregate(plan, keys, outputs, having_expr, node)
             if having_expr is not None:
                 plan = self.typed(Filter(schema=plan.schema, input=plan, predicate=having_expr))
-        plan = self.typed(Project(schema=plan.schema, input=plan, exprs=tuple(outputs)))
+        names = unique_names([name for name, _ in outputs])
+        exprs = tuple((name, e) for name, (_, e) in zip(names, outputs, strict=True))
+        plan = self.typed(Project(schema=plan.schema, input=plan, exprs=exprs))
         if node.args.get("distinct") is not None:
             plan = self.typed(Distinct(schema=plan.schema, input=plan))
         return plan

@@ -7,11 +7,14 @@ CREATE TABLE (columns with DuckDB types, PRIMARY KEY, NOT NULL), CREATE
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.duckdb import DuckDB
 from sqlglot.errors import SqlglotError
+from sqlglot.tokens import TokenType
 
 from ivm.errors import SqlError, UnsupportedSQL
 from ivm.schema import WEIGHT, Column, Schema, TableSchema
@@ -52,10 +55,45 @@ Statement = CreateTable | CreateView | Drop
 def parse_script(sql: str) -> list[Statement]:
     """Parse one or more ``;``-separated statements."""
     try:
-        trees = [t for t in sqlglot.parse(sql, read="duckdb") if t is not None]
+        statements = []
+        for text in _split(sql):
+            tree = sqlglot.parse_one(text, read="duckdb")
+            statement = _statement(tree)
+            if isinstance(statement, CreateView):
+                # Keep the user's own text: DuckDB names unaliased columns after it.
+                statement = dataclasses.replace(statement, sql=_query_text(text))
+            statements.append(statement)
     except SqlglotError as error:
         raise SqlError(f"cannot parse SQL: {error}") from error
-    return [_statement(tree) for tree in trees]
+    return statements
+
+
+def _split(script: str) -> list[str]:
+    """The text of each statement of ``script``, split at top-level semicolons."""
+    tokens = DuckDB().tokenize(script)
+    pieces: list[str] = []
+    first: int | None = None
+    previous_end = 0
+    for token in tokens:
+        if token.token_type == TokenType.SEMICOLON:
+            if first is not None:
+                pieces.append(script[first : previous_end + 1])
+            first = None
+            continue
+        if first is None:
+            first = token.start
+        previous_end = token.end
+    if first is not None:
+        pieces.append(script[first : previous_end + 1])
+    return pieces
+
+
+def _query_text(create_view: str) -> str:
+    """The query of a CREATE VIEW statement: the text after its first top-level AS."""
+    for token in DuckDB().tokenize(create_view):
+        if token.token_type == TokenType.ALIAS:
+            return create_view[token.end + 1 :].strip()
+    raise SqlError("CREATE VIEW needs AS followed by a query")
 
 
 def _statement(tree: exp.Expression) -> Statement:
