@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
+from oracle.rows import rows
 
 import ivm
 
@@ -22,11 +23,6 @@ SCHEMA = """
 NAMES = ("a", "b", "a_sum", "ab", "labels", "counts")
 
 
-def rows(table: pa.Table) -> list[tuple]:
-    return sorted(
-        (tuple(r.values()) for r in table.to_pylist()),
-        key=lambda t: tuple((v is not None, v) for v in t),
-    )
 
 
 def snapshot(db) -> dict[str, list[tuple]]:

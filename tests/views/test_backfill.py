@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
-import pyarrow as pa
 import pytest
+from oracle.rows import rows
 
 import ivm
-
-
-def rows(table: pa.Table) -> list[tuple]:
-    return sorted(
-        (tuple(r.values()) for r in table.to_pylist()),
-        key=lambda t: tuple((v is not None, v) for v in t),
-    )
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from decimal import Decimal
 import pandas as pd
 import pyarrow as pa
 import pytest
+from oracle.rows import rows
 
 import ivm
 
@@ -27,12 +28,6 @@ SEED = [
 ]
 
 
-def rows(table: pa.Table) -> list[tuple]:
-    """The table's rows as tuples, sorted (None first)."""
-    return sorted(
-        (tuple(r.values()) for r in table.to_pylist()),
-        key=lambda t: tuple((v is not None, v) for v in t),
-    )
 
 
 @pytest.fixture

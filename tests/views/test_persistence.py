@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
+from oracle.rows import rows
 
 import ivm
 
@@ -52,11 +53,6 @@ LATER = [
 ]
 
 
-def rows(table: pa.Table) -> list[tuple]:
-    return sorted(
-        (tuple(r.values()) for r in table.to_pylist()),
-        key=lambda t: tuple((v is not None, v) for v in t),
-    )
 
 
 def contents(db) -> dict[str, list[tuple]]:
