@@ -18,9 +18,6 @@ from sqlglot import exp
 
 from ivm.schema import Schema
 
-AGGREGATE_FUNCTIONS = ("count_star", "count", "sum", "avg", "min", "max")
-"""Aggregate functions a plan may hold; ``count_star`` is COUNT(*)."""
-
 INVERTIBLE_AGGREGATES = frozenset({"count_star", "count", "sum", "avg"})
 """Aggregates whose new value follows from the old value and the change alone."""
 

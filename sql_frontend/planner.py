@@ -147,6 +147,8 @@ def reject_unsupported(tree: exp.Expression) -> None:
         for kind, name in UNSUPPORTED_NODES.items():
             if isinstance(node, kind):
                 raise UnsupportedSQL(f"{at(name, node)} is not supported")
+        if isinstance(node, exp.Union) and node.args.get("by_name"):
+            raise UnsupportedSQL(f"{at('UNION BY NAME', node)} is not supported: list the columns")
         if isinstance(node, exp.With) and node.args.get("recursive"):
             raise UnsupportedSQL(f"{at('WITH RECURSIVE', node)} is not supported yet")
         if isinstance(node, exp.Join):
@@ -237,10 +239,7 @@ class _Planner:
 
     def typed(self, node: Plan) -> Plan:
         """``node`` with the schema DuckDB gives its plain SQL."""
-        try:
-            schema = self.describe(plain_sql(node))
-        except SqlError:
-            raise
+        schema = self.describe(plain_sql(node))
         for column in schema.columns:
             if column.name == WEIGHT:
                 raise SqlError(f"column name {WEIGHT!r} is reserved for weights")
@@ -316,6 +315,8 @@ class _Planner:
                 ]
             else:
                 keys = [_rename_columns(k) for k in (group.expressions if group else [])]
+            # GROUP BY a, a groups by a once.
+            keys = list({k.sql(dialect="duckdb"): k for k in keys}.values())
             having_expr = _rename_columns(having.this) if having is not None else None
             plan, outputs, having_expr = self.aggregate(plan, keys, outputs, having_expr, node)
             if having_expr is not None:

@@ -51,6 +51,9 @@ class Drop:
 
 Statement = CreateTable | CreateView | Drop
 
+RESERVED_PREFIX = "__ivm_"
+"""Names of ivm's own tables start with this; user tables and views may not."""
+
 
 def parse_script(sql: str) -> list[Statement]:
     """Parse one or more ``;``-separated statements."""
@@ -124,6 +127,8 @@ def _statement(tree: exp.Expression) -> Statement:
 def _name(table: exp.Expression) -> str:
     if not isinstance(table, exp.Table) or table.args.get("db") or table.args.get("catalog"):
         raise UnsupportedSQL(f"{at('qualified name', table)} is not supported: use a plain name")
+    if table.name.lower().startswith(RESERVED_PREFIX):
+        raise SqlError(f"names starting with {RESERVED_PREFIX!r} are reserved for ivm's state")
     return table.name
 
 
@@ -186,8 +191,10 @@ def _create_table(tree: exp.Create) -> CreateTable:
     names = [c.name for c in columns]
     if len(set(n.lower() for n in names)) != len(names):
         raise SqlError(f"table {name!r} has duplicate column names")
+    by_lower = {n.lower(): n for n in names}
     for key in primary_key:
-        if key not in names:
+        if key.lower() not in by_lower:
             raise SqlError(f"PRIMARY KEY column {key!r} is not a column of {name!r}")
+    primary_key = tuple(by_lower[k.lower()] for k in primary_key)
     table = TableSchema(name, Schema(tuple(columns)), primary_key, frozenset(not_null))
     return CreateTable(table=table, if_not_exists=bool(tree.args.get("exists")))

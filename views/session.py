@@ -13,6 +13,7 @@ row repeated by its weight), so ``sql()`` reads them as ordinary relations.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +26,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from ivm.circuit import Circuit, incrementalize
-from ivm.errors import ConstraintError, IvmError, SchemaError, SqlError, StateError
+from ivm.errors import ExecutionError, IvmError, SchemaError, SqlError, StateError
 from ivm.executor import EpochRunner, describe, run_sql
 from ivm.render import W, column_list, consolidate_sql
 from ivm.schema import Schema, TableSchema, quote
@@ -149,7 +150,7 @@ class Session:
                 for op in view.circuit.operators
                 if op.stateful
             ]
-        missing = [t for t in expected if t.strip('"').replace('""', '"') not in present]
+        missing = [t for t in expected if t[1:-1].replace('""', '"') not in present]
         if missing:
             raise StateError(f"state at {self.path} is missing trace table(s) {', '.join(missing)}")
 
@@ -187,8 +188,10 @@ class Session:
         if mode not in ("insert", "upsert"):
             raise IvmError(f"unknown ingest mode {mode!r}: use 'insert' or 'upsert'")
         batches = dict(table) if isinstance(table, Mapping) else {table: batch}
-        changes = {name: self._normalize(name, b) for name, b in batches.items()}
-        with self._transaction():
+        changes = {self._resolve(n): self._normalize(n, b) for n, b in batches.items()}
+        if len(changes) != len(batches):
+            raise SchemaError("a table appears twice in one ingest (names ignore case)")
+        with self._transaction(ExecutionError):
             deltas = self._apply(changes, upsert=mode == "upsert")
             run_sql(self.con, self.catalog.advance_sql())
         self.catalog.epoch += 1
@@ -199,6 +202,7 @@ class Session:
     def read(self, name: str) -> pa.Table:
         """Current contents of a view (or table): one row per copy."""
         self._check_open()
+        name = self._resolve(name)
         if name not in self.views and name not in self.tables:
             raise SqlError(f"no table or view named {name!r}")
         return self.con.sql(f"SELECT * FROM {quote(name)}").to_arrow_table()
@@ -220,6 +224,7 @@ class Session:
     def explain(self, view: str) -> str:
         """The incremental circuit of ``view``, one operator per line."""
         self._check_open()
+        view = self._resolve(view)
         if view not in self.views:
             raise SqlError(f"no view named {view!r}")
         return self.views[view].circuit.explain()
@@ -239,6 +244,15 @@ class Session:
 
     # -- DDL ---------------------------------------------------------------------------------
 
+    def _resolve(self, name: str) -> str:
+        """The stored spelling of a table or view name (DuckDB names ignore case)."""
+        if name in self.tables or name in self.views:
+            return name
+        for known in [*self.tables, *self.views]:
+            if known.lower() == name.lower():
+                return known
+        return name
+
     def _check_new_name(self, name: str) -> None:
         lowered = {n.lower() for n in [*self.tables, *self.views]}
         if name.lower() in lowered:
@@ -246,7 +260,7 @@ class Session:
 
     def _create_table(self, statement: CreateTable) -> None:
         table = statement.table
-        if statement.if_not_exists and table.name in self.tables:
+        if statement.if_not_exists and self._resolve(table.name) in self.tables:
             return
         self._check_new_name(table.name)
         trace = self.names.relation_trace(table.name)
@@ -302,7 +316,7 @@ class Session:
             raise SqlError(f"DuckDB rejects the query: {error}") from error
 
     def _drop(self, statement: Drop) -> None:
-        name = statement.name
+        name = self._resolve(statement.name)
         known = self.views if statement.kind == "VIEW" else self.tables
         if name not in known:
             if statement.if_exists:
@@ -332,6 +346,7 @@ class Session:
     # -- ingest ------------------------------------------------------------------------------
 
     def _normalize(self, name: str, batch: Any) -> pa.Table:
+        name = self._resolve(name)
         if name in self.views:
             raise SchemaError(f"{name!r} is a view: ingest changes into its base tables")
         if name not in self.tables:
@@ -385,7 +400,7 @@ class Session:
         try:
             count = fetch_first(self.con, f"INSERT INTO {table} {rows}")
         except duckdb.Error as error:
-            raise IvmError(f"appending to state failed: {error}") from error
+            raise ExecutionError(f"appending to state failed: {error}") from error
         self.compactor.appended(table, int(count[0]) if count else 0)
 
     def _fetch_change(self, view: str, changed: dict[str, str]) -> pa.Table:
@@ -407,19 +422,25 @@ class Session:
             for op in view.circuit.operators:
                 if op.state_key:
                     keys[self.names.operator_trace(view.name, op.index)] = op.state_key
-        self.compactor.compact_due(self.con, keys)
+        # Compaction changes no contents, and the epoch is already committed: a failure
+        # here must not turn a successful ingest into an error. It is retried later.
+        try:
+            self.compactor.compact_due(self.con, keys)
+        except duckdb.Error as error:
+            warnings.warn(f"ivm: trace compaction failed, will retry: {error}", stacklevel=3)
 
     # -- transactions ------------------------------------------------------------------------
 
-    def _transaction(self) -> _Transaction:
-        return _Transaction(self)
+    def _transaction(self, error_class: type[IvmError] = SqlError) -> _Transaction:
+        return _Transaction(self, error_class)
 
 
 class _Transaction:
     """BEGIN … COMMIT, or ROLLBACK on any error (and in-memory catalog restored)."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, error_class: type[IvmError]) -> None:
         self.session = session
+        self.error_class = error_class  # what a DuckDB error inside becomes
 
     def __enter__(self) -> None:
         s = self.session
@@ -431,12 +452,20 @@ class _Transaction:
     ) -> None:
         s = self.session
         if kind is None:
-            s.con.execute("COMMIT").fetchall()
-            return
-        s.con.execute("ROLLBACK").fetchall()
-        s.tables, s.arrow_schemas, s.views = self.saved
+            try:
+                s.con.execute("COMMIT").fetchall()
+                return
+            except duckdb.Error as commit_error:
+                s.tables, s.arrow_schemas, s.views = self.saved
+                raise StateError(f"committing failed, nothing was applied: {commit_error}") from (
+                    commit_error
+                )
+        try:
+            s.con.execute("ROLLBACK").fetchall()
+        finally:
+            s.tables, s.arrow_schemas, s.views = self.saved
         if isinstance(error, duckdb.Error):
-            raise SqlError(f"DuckDB: {error}") from error
+            raise self.error_class(f"DuckDB: {error}") from error
 
 
-__all__ = ["ConstraintError", "Session", "connect"]
+__all__ = ["Session", "ViewDef", "connect"]

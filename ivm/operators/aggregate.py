@@ -84,7 +84,8 @@ def _partials(shape: AggregateShape) -> list[str]:
             parts.append(f"SUM(CASE WHEN {arg} IS NULL THEN 0 ELSE {W} END)::BIGINT AS __n{j}")
         if call.func in ("sum", "avg"):
             # Integer sums are HUGEINT in DuckDB; widen before weighting so n·x cannot overflow.
-            if shape.arguments.type_of(call.arg or "").upper() in INTEGER_TYPES:
+            type_ = shape.arguments.type_of(call.arg or "").upper()
+            if type_ in INTEGER_TYPES or type_ == "BOOLEAN":
                 arg = f"CAST({arg} AS HUGEINT)"
             parts.append(f"SUM({arg} * {W}) AS __s{j}")
     return parts
