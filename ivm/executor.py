@@ -44,8 +44,9 @@ from ivm.render import (
     project_sql,
     union_all_sql,
 )
-from ivm.schema import Column, Schema, quote
+from ivm.schema import Column, Schema
 from ivm.state import StateStore
+from storage.traces import create_trace
 
 
 def run_sql(con: duckdb.DuckDBPyConnection, sql: str) -> None:
@@ -204,6 +205,7 @@ class EpochRunner:
         return f"SELECT * FROM {table}"
 
     def _create(self, table: str, schema: Schema) -> None:
-        columns = [f"{quote(c.name)} {c.type}" for c in schema.columns]
-        columns.append(f"{W} BIGINT")
-        run_sql(self.con, f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(columns)})")
+        try:
+            create_trace(self.con, table, [(c.name, c.type) for c in schema.columns])
+        except duckdb.Error as error:
+            raise ExecutionError(f"cannot create state table {table}: {error}") from error

@@ -27,20 +27,15 @@ from ivm.plan import (
     Scan,
     UnionAll,
 )
-from ivm.schema import WEIGHT, Schema, quote
+from ivm.schema import Schema, quote
+from storage.sqltext import W, column_list, consolidate_sql, expand_sql
 
-W = quote(WEIGHT)
+__all__ = ["W", "column_list", "consolidate_sql", "expand_sql"]  # re-exported for operators
 
 
 def sql_of(expression: exp.Expression) -> str:
     """DuckDB SQL text of a scalar sqlglot expression."""
     return expression.sql(dialect="duckdb")
-
-
-def column_list(names: Sequence[str], alias: str | None = None) -> str:
-    """Quoted, comma-separated column names, optionally qualified by ``alias``."""
-    prefix = f"{alias}." if alias else ""
-    return ", ".join(prefix + quote(n) for n in names)
 
 
 def empty_relation(schema: Schema, weighted: bool = True) -> str:
@@ -103,30 +98,6 @@ def plain_aggregate_sql(source: str, keys: Sequence[str], calls: Sequence[Aggreg
 def plain_distinct_sql(source: str) -> str:
     """Each distinct row of a bag once."""
     return f"SELECT DISTINCT * FROM ({source}) AS __in"
-
-
-def consolidate_sql(source: str, names: Sequence[str], positive_only: bool = False) -> str:
-    """Sum the weights of equal rows of ``source``; drop rows whose weight sums to zero
-    (or, with ``positive_only``, is not positive).
-
-    Rows are compared as GROUP BY compares them: NULL equals NULL.
-    """
-    having = f"SUM({W}) > 0" if positive_only else f"SUM({W}) <> 0"
-    if not names:
-        return f"SELECT SUM({W})::BIGINT AS {W} FROM ({source}) AS __c HAVING {having}"
-    cols = column_list(names)
-    return (
-        f"SELECT {cols}, SUM({W})::BIGINT AS {W} FROM ({source}) AS __c "
-        f"GROUP BY {cols} HAVING {having}"
-    )
-
-
-def expand_sql(source: str, names: Sequence[str]) -> str:
-    """A bag with one row per copy of a consolidated Z-set with positive weights."""
-    return (
-        f"SELECT {column_list(names, '__e')} FROM ({source}) AS __e, "
-        f"range(CAST(__e.{W} AS BIGINT)) AS __copies"
-    )
 
 
 def null_safe_match(names: Sequence[str], left: str, right: str) -> str:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-WEIGHT = "__w"
-"""Name of the weight column of every Z-set batch and trace."""
+from storage.sqltext import WEIGHT, quote
+
+__all__ = ["WEIGHT", "Column", "Schema", "TableSchema", "quote"]
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,3 @@ class TableSchema:
     def required(self) -> frozenset[str]:
         """Columns that may never hold NULL (primary key and NOT NULL columns)."""
         return self.not_null | frozenset(self.primary_key)
-
-
-def quote(identifier: str) -> str:
-    """Quote an identifier for DuckDB SQL, whatever characters it holds."""
-    return '"' + identifier.replace('"', '""') + '"'

@@ -7,13 +7,14 @@ the state they describe.
 
 from __future__ import annotations
 
-import json
-
 import duckdb
 
-from ivm.errors import StateError
-from ivm.schema import Column, Schema, TableSchema
 from storage.results import fetch_first
+
+
+class CatalogError(Exception):
+    """The stored catalog cannot be read by this version."""
+
 
 FORMAT_VERSION = 1
 META = "__ivm_meta"
@@ -35,7 +36,7 @@ class Catalog:
             ).fetchall()
         row = fetch_first(con, f"SELECT format, epoch FROM {META}")
         if row is None or row[0] != FORMAT_VERSION:
-            raise StateError(
+            raise CatalogError(
                 f"state was written by another ivm format ({row[0] if row else 'none'}); "
                 f"this version reads format {FORMAT_VERSION}"
             )
@@ -60,26 +61,3 @@ class Catalog:
     def advance_sql(self) -> str:
         """The statement that moves the stored epoch one step (run in the epoch's transaction)."""
         return f"UPDATE {META} SET epoch = epoch + 1"
-
-
-def table_to_json(table: TableSchema) -> str:
-    """Serialize a table definition for the catalog."""
-    return json.dumps(
-        {
-            "columns": [[c.name, c.type] for c in table.schema.columns],
-            "primary_key": list(table.primary_key),
-            "not_null": sorted(table.not_null),
-        }
-    )
-
-
-def table_from_json(name: str, text: str) -> TableSchema:
-    """Read a table definition written by ``table_to_json``."""
-    try:
-        data = json.loads(text)
-        columns = tuple(Column(n, t) for n, t in data["columns"])
-        return TableSchema(
-            name, Schema(columns), tuple(data["primary_key"]), frozenset(data["not_null"])
-        )
-    except (ValueError, KeyError, TypeError) as error:
-        raise StateError(f"catalog entry of table {name!r} is unreadable: {error}") from error

@@ -16,9 +16,8 @@ from dataclasses import dataclass
 
 import duckdb
 
-from ivm.render import W, column_list, consolidate_sql, expand_sql
-from ivm.schema import WEIGHT, Schema, quote
 from storage.results import fetch_first
+from storage.sqltext import WEIGHT, W, column_list, consolidate_sql, expand_sql, quote
 
 COMPACT_FRACTION = 0.5
 """Compact when the appended tail exceeds this fraction of the compacted base…"""
@@ -26,9 +25,11 @@ COMPACT_MIN_ROWS = 50_000
 """…and is at least this many rows (small traces are cheap to scan anyway)."""
 
 
-def create_trace(con: duckdb.DuckDBPyConnection, table: str, schema: Schema) -> None:
-    """Create an empty trace table for ``schema``."""
-    columns = [f"{quote(c.name)} {c.type}" for c in schema.columns] + [f"{W} BIGINT"]
+def create_trace(
+    con: duckdb.DuckDBPyConnection, table: str, columns: Sequence[tuple[str, str]]
+) -> None:
+    """Create an empty trace table with ``columns`` ((name, DuckDB type) pairs) and a weight."""
+    columns = [f"{quote(name)} {type_}" for name, type_ in columns] + [f"{W} BIGINT"]
     con.execute(f"CREATE TABLE {table} ({', '.join(columns)})").fetchall()
 
 

@@ -32,12 +32,13 @@ from ivm.render import W, column_list, consolidate_sql
 from ivm.schema import Schema, TableSchema, quote
 from sql_frontend.planner import plan_query
 from sql_frontend.statements import CreateTable, CreateView, Drop, parse_script
-from storage.catalog import Catalog, table_from_json, table_to_json
+from storage.catalog import Catalog, CatalogError
 from storage.naming import TableNames
 from storage.results import fetch_first
 from storage.traces import Compactor, create_reader, create_trace
 from views.batches import normalize_batch
 from views.constraints import check_change, upsert_sql
+from views.table_codec import table_from_json, table_to_json
 
 STATE_FILE = "ivm.duckdb"
 
@@ -89,7 +90,10 @@ class Session:
         self.views: dict[str, ViewDef] = {}
         self._no_change: dict[str, pa.Table] = {}  # each view's empty change, by name
         try:
-            self.catalog = Catalog(self.con)
+            try:
+                self.catalog = Catalog(self.con)
+            except CatalogError as error:
+                raise StateError(str(error)) from error
             self._load()
         except IvmError:
             self.close()
@@ -265,7 +269,7 @@ class Session:
         self._check_new_name(table.name)
         trace = self.names.relation_trace(table.name)
         try:
-            create_trace(self.con, trace, table.schema)
+            create_trace(self.con, trace, _pairs(table.schema))
         except duckdb.Error as error:
             raise SqlError(f"CREATE TABLE {table.name}: {error}") from error
         # DuckDB's spelling of the types (TEXT → VARCHAR, INT → INTEGER…).
@@ -291,7 +295,7 @@ class Session:
         self._check_new_name(name)
         view = self._register_view(name, statement.sql)
         trace = self.names.relation_trace(name)
-        create_trace(self.con, trace, view.schema)
+        create_trace(self.con, trace, _pairs(view.schema))
         runner = EpochRunner(self.con, self.names, {}, backfill=True)
         delta = runner.run(view.circuit)
         for table, rows in runner.commits:
@@ -433,6 +437,11 @@ class Session:
 
     def _transaction(self, error_class: type[IvmError] = SqlError) -> _Transaction:
         return _Transaction(self, error_class)
+
+
+def _pairs(schema: Schema) -> list[tuple[str, str]]:
+    """(name, type) of each column, as storage takes them."""
+    return [(c.name, c.type) for c in schema.columns]
 
 
 class _Transaction:

@@ -25,7 +25,7 @@ SCHEMA = Schema((Column("k", "VARCHAR"), Column("v", "BIGINT")))
 @pytest.fixture
 def con():
     connection = duckdb.connect()
-    create_trace(connection, "tr", SCHEMA)
+    create_trace(connection, "tr", [(c.name, c.type) for c in SCHEMA.columns])
     create_reader(connection, "bag", "tr", SCHEMA.names)
     yield connection
     connection.close()
@@ -45,15 +45,19 @@ def test_create_trace_has_weight_column(con):
 
 
 def test_reader_shows_one_row_per_live_copy(con):
-    con.execute("INSERT INTO tr VALUES ('a', 1, 2), ('a', 1, 1), ('b', 2, 1), ('b', 2, -1), "
-                "('c', NULL, 1), ('d', 4, -1)")
+    con.execute(
+        "INSERT INTO tr VALUES ('a', 1, 2), ('a', 1, 1), ('b', 2, 1), ('b', 2, -1), "
+        "('c', NULL, 1), ('d', 4, -1)"
+    )
     # a: 3 copies; b: gone; c: NULL kept; d: net negative is not shown
     assert bag(con) == Counter({("a", 1): 3, ("c", None): 1})
 
 
 def test_compact_consolidates_drops_zeros_and_sorts_by_key(con):
-    con.execute("INSERT INTO tr VALUES ('z', 1, 1), ('a', 1, 2), ('m', 5, 1), ('a', 1, -1), "
-                "('m', 5, -1), ('b', NULL, 1), ('b', NULL, 1), ('a', 2, 1)")
+    con.execute(
+        "INSERT INTO tr VALUES ('z', 1, 1), ('a', 1, 2), ('m', 5, 1), ('a', 1, -1), "
+        "('m', 5, -1), ('b', NULL, 1), ('b', NULL, 1), ('a', 2, 1)"
+    )
     before = bag(con)
     kept = compact(con, "tr", ["k", "v"])
     assert kept == 4
@@ -91,7 +95,7 @@ def test_tail_size_is_due():
 
 def test_compactor_compacts_only_due_traces(con, monkeypatch):
     monkeypatch.setattr(traces, "COMPACT_MIN_ROWS", 4)
-    create_trace(con, "other", SCHEMA)
+    create_trace(con, "other", [(c.name, c.type) for c in SCHEMA.columns])
     compactor = Compactor()
     con.execute("INSERT INTO tr VALUES ('a', 1, 1), ('a', 1, 1), ('a', 1, -1), ('b', 1, 1)")
     compactor.appended("tr", 4)
@@ -124,9 +128,9 @@ DDL = """
 VIEWS = ("revenue", "by_city", "active", "grand")
 RECOMPUTE = {
     "revenue": "SELECT customer, SUM(amount), COUNT(*), MIN(amount), MAX(amount) FROM orders "
-               "GROUP BY customer",
+    "GROUP BY customer",
     "by_city": "SELECT c.city, COUNT(*), SUM(o.amount) FROM orders o JOIN customers c "
-               "ON o.customer = c.name GROUP BY c.city",
+    "ON o.customer = c.name GROUP BY c.city",
     "active": "SELECT DISTINCT customer FROM orders",
     "grand": "SELECT COUNT(*), SUM(amount) FROM orders",
 }
@@ -138,8 +142,13 @@ def workload(epochs: int, seed: int = 7):
     customers = ["ann", "bob", "cy", "dan", "eve"]
     live: dict[int, tuple[str, int]] = {}
     next_id = 0
-    batches = [{"customers": [{"name": c, "city": rng.choice(["oslo", "rome", "lima"])}
-                              for c in customers]}]
+    batches = [
+        {
+            "customers": [
+                {"name": c, "city": rng.choice(["oslo", "rome", "lima"])} for c in customers
+            ]
+        }
+    ]
     city = {row["name"]: row["city"] for row in batches[0]["customers"]}
     for _ in range(epochs):
         changes = []
@@ -162,8 +171,10 @@ def workload(epochs: int, seed: int = 7):
         if rng.random() < 0.1:
             name = rng.choice(customers)
             moved = rng.choice(["oslo", "rome", "lima"])
-            batch["customers"] = [{"name": name, "city": city[name], "__w": -1},
-                                  {"name": name, "city": moved, "__w": 1}]
+            batch["customers"] = [
+                {"name": name, "city": city[name], "__w": -1},
+                {"name": name, "city": moved, "__w": 1},
+            ]
             city[name] = moved
         batches.append(batch)
     return batches
@@ -199,7 +210,7 @@ def test_compacted_session_matches_uncompacted(monkeypatch):
     # compaction happened: the traces are smaller than the uncompacted ones …
     assert sizes.keys() == plain_sizes.keys()
     assert sum(sizes.values()) < sum(plain_sizes.values()) / 2
-    assert sizes['__ivm_rel_orders'] < plain_sizes['__ivm_rel_orders']
+    assert sizes["__ivm_rel_orders"] < plain_sizes["__ivm_rel_orders"]
     # … and mean the same
     for name in ("orders", "customers", *VIEWS):
         assert rows(compacted.read(name)) == rows(plain.read(name))
@@ -233,7 +244,7 @@ def test_compaction_with_persistent_state(tmp_path, monkeypatch):
         with ivm.connect(state) as db:
             if start == 0:
                 db.execute(DDL)
-            for batch in batches[start:start + 15]:
+            for batch in batches[start : start + 15]:
                 db.ingest(batch)
     with ivm.connect(state) as db:
         assert db.epoch == len(batches)

@@ -1,0 +1,51 @@
+"""SQL text for Z-sets stored in DuckDB: quoting, column lists, consolidation.
+
+The lowest layer of SQL building, shared by the engine (``ivm.render``) and by
+storage (traces, readers). Knows rows and weights, nothing about operators.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+WEIGHT = "__w"
+"""Name of the weight column of every Z-set batch and trace."""
+
+
+def quote(identifier: str) -> str:
+    """Quote an identifier for DuckDB SQL, whatever characters it holds."""
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+W = quote(WEIGHT)
+"""The weight column, quoted for SQL."""
+
+
+def column_list(names: Sequence[str], alias: str | None = None) -> str:
+    """Quoted, comma-separated column names, optionally qualified by ``alias``."""
+    prefix = f"{alias}." if alias else ""
+    return ", ".join(prefix + quote(n) for n in names)
+
+
+def consolidate_sql(source: str, names: Sequence[str], positive_only: bool = False) -> str:
+    """Sum the weights of equal rows of ``source``; drop rows whose weight sums to zero
+    (or, with ``positive_only``, is not positive).
+
+    Rows are compared as GROUP BY compares them: NULL equals NULL.
+    """
+    having = f"SUM({W}) > 0" if positive_only else f"SUM({W}) <> 0"
+    if not names:
+        return f"SELECT SUM({W})::BIGINT AS {W} FROM ({source}) AS __c HAVING {having}"
+    cols = column_list(names)
+    return (
+        f"SELECT {cols}, SUM({W})::BIGINT AS {W} FROM ({source}) AS __c "
+        f"GROUP BY {cols} HAVING {having}"
+    )
+
+
+def expand_sql(source: str, names: Sequence[str]) -> str:
+    """A bag with one row per copy of a consolidated Z-set with positive weights."""
+    return (
+        f"SELECT {column_list(names, '__e')} FROM ({source}) AS __e, "
+        f"range(CAST(__e.{W} AS BIGINT)) AS __copies"
+    )
