@@ -1,9 +1,6 @@
 """Incremental circuits: what runs each epoch, and the state each operator keeps.
 
-``incrementalize`` is the one pass from a logical plan to a circuit, by DBSP's
-rules: linear operators (filter, project, UNION ALL) apply to changes as they
-are; an inner join becomes a delta query over its inputs' integrals; GROUP BY
-and DISTINCT keep a trace and emit only what changed.
+``ivm.incrementalize`` builds circuits from logical plans.
 
 Every stateful operator declares ``state_key``: the columns its state is
 partitioned by (what a distributed executor hashes on). An empty key means
@@ -17,7 +14,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from ivm.operators.aggregate import AggregateShape
-from ivm.plan import Aggregate, Distinct, Filter, Join, Plan, Project, Scan, UnionAll
+from ivm.plan import Filter, Join, Plan, Project
 from ivm.render import sql_of
 
 
@@ -173,30 +170,3 @@ class Circuit:
         show(self.output, 1)
         return "\n".join(lines)
 
-
-def incrementalize(plan: Plan, view: str) -> Circuit:
-    """Turn a logical plan into its incremental circuit (DBSP's rules, one pass)."""
-    operators: list[Operator] = []
-    by_node: dict[int, Operator] = {}
-    for node in plan.walk():
-        inputs = tuple(by_node[id(child)] for child in node.inputs)
-        index = len(operators)
-        op: Operator
-        if isinstance(node, Scan):
-            op = Source(index, node, inputs, name=node.name)
-        elif isinstance(node, (Filter, Project, UnionAll)):
-            op = Linear(index, node, inputs)
-        elif isinstance(node, Join):
-            op = DeltaJoin(index, node, inputs)
-        elif isinstance(node, Aggregate):
-            shape = AggregateShape(
-                keys=node.keys, calls=node.calls, output=node.schema, arguments=node.input.schema
-            )
-            op = IncrementalAggregate(index, node, inputs, shape=shape)
-        elif isinstance(node, Distinct):
-            op = IncrementalDistinct(index, node, inputs)
-        else:  # pragma: no cover - the planner builds only the nodes above
-            raise TypeError(f"cannot incrementalize {type(node).__name__}")
-        operators.append(op)
-        by_node[id(node)] = op
-    return Circuit(view=view, operators=tuple(operators))

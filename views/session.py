@@ -25,9 +25,10 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from ivm.circuit import Circuit, incrementalize
+from ivm.circuit import Circuit
 from ivm.errors import ExecutionError, IvmError, SchemaError, SqlError, StateError
 from ivm.executor import EpochRunner, describe, run_sql
+from ivm.incrementalize import incrementalize
 from ivm.render import W, column_list, consolidate_sql
 from ivm.schema import Schema, TableSchema, quote
 from sql_frontend.planner import plan_query

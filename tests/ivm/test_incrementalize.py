@@ -1,4 +1,4 @@
-"""ivm.circuit.incrementalize: plan nodes become operators; stateful ones declare state_key.
+"""ivm.incrementalize: plan nodes become operators; stateful ones declare state_key.
 
 Plans are built by hand, so these tests need neither SQL nor DuckDB.
 """
@@ -15,8 +15,8 @@ from ivm.circuit import (
     IncrementalDistinct,
     Linear,
     Source,
-    incrementalize,
 )
+from ivm.incrementalize import incrementalize
 from ivm.plan import Aggregate, AggregateCall, Distinct, Filter, Join, Project, Scan, UnionAll
 from ivm.schema import Column, Schema
 
