@@ -33,9 +33,20 @@ from storage.sqltext import W, column_list, consolidate_sql, expand_sql
 __all__ = ["W", "column_list", "consolidate_sql", "expand_sql"]  # re-exported for operators
 
 
+_RENDERED: dict[int, tuple[exp.Expression, str]] = {}
+
+
 def sql_of(expression: exp.Expression) -> str:
-    """DuckDB SQL text of a scalar sqlglot expression."""
-    return expression.sql(dialect="duckdb")
+    """DuckDB SQL text of a scalar sqlglot expression.
+
+    Plan expressions are immutable and rendered every epoch; the text is kept per
+    expression object (held in the cache, so its id cannot be reused).
+    """
+    cached = _RENDERED.get(id(expression))
+    if cached is None or cached[0] is not expression:
+        cached = (expression, expression.sql(dialect="duckdb"))
+        _RENDERED[id(expression)] = cached
+    return cached[1]
 
 
 def empty_relation(schema: Schema, weighted: bool = True) -> str:

@@ -275,36 +275,39 @@ def test_state_path_that_is_a_file_is_state_error(tmp_path):
         ivm.connect(path)
 
 
-def test_state_of_another_format_is_state_error(tmp_path):
+def damaged_state(tmp_path, ddl: str, *damage: str):
+    """A persistent state made with ``ddl``, then changed behind ivm's back."""
     state = tmp_path / "state"
     with ivm.connect(state) as db:
-        db.execute("CREATE TABLE t (id BIGINT)")
+        db.execute(ddl)
     con = duckdb.connect(str(state / "ivm.duckdb"))
-    con.execute("UPDATE __ivm_meta SET format = 999")
+    for statement in damage:
+        con.execute(statement)
     con.close()
+    return state
+
+
+def test_state_of_another_format_is_state_error(tmp_path):
+    state = damaged_state(tmp_path, "CREATE TABLE t (id BIGINT)",
+                          "UPDATE __ivm_meta SET format = 999")
     with pytest.raises(ivm.StateError):
         ivm.connect(state)
 
 
 def test_corrupt_catalog_entry_is_state_error(tmp_path):
-    state = tmp_path / "state"
-    with ivm.connect(state) as db:
-        db.execute("CREATE TABLE t (id BIGINT); CREATE VIEW v AS SELECT id FROM t")
-    con = duckdb.connect(str(state / "ivm.duckdb"))
-    con.execute("UPDATE __ivm_catalog SET definition = 'not json' WHERE name = 't'")
-    con.close()
+    state = damaged_state(
+        tmp_path, "CREATE TABLE t (id BIGINT); CREATE VIEW v AS SELECT id FROM t",
+        "UPDATE __ivm_catalog SET definition = 'not json' WHERE name = 't'",
+    )
     with pytest.raises(ivm.StateError):
         ivm.connect(state)
 
 
 def test_state_missing_a_trace_is_state_error(tmp_path):
-    state = tmp_path / "state"
-    with ivm.connect(state) as db:
-        db.execute("CREATE TABLE t (id BIGINT); CREATE VIEW v AS SELECT id FROM t")
-    con = duckdb.connect(str(state / "ivm.duckdb"))
-    con.execute('DROP VIEW "v"')
-    con.execute('DROP TABLE "__ivm_rel_v"')
-    con.close()
+    state = damaged_state(
+        tmp_path, "CREATE TABLE t (id BIGINT); CREATE VIEW v AS SELECT id FROM t",
+        'DROP VIEW "v"', 'DROP TABLE "__ivm_rel_v"',
+    )
     with pytest.raises(ivm.StateError):
         db = ivm.connect(state)
         db.ingest("t", [{"id": 1}])
