@@ -11,8 +11,9 @@ the epoch has computed its change: until then every trace still holds the
 integral *before* the epoch, which is what the delta rules read as "old".
 
 In *backfill* mode (a view created over existing data) each source's change is
-its whole current contents and its old integral is empty, so the same code
-computes the initial contents and fills the state.
+its whole current contents (its trace, unless ``changes`` gives it) and its old
+integral is empty, so the same code computes the initial contents and creates
+and fills the state.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ class EpochRunner:
 
     def _compute_delta(self, op: Operator) -> str | None:
         if isinstance(op, Source):
-            if self.backfill:
+            if self.backfill and op.name not in self.changes:
                 return self._trace_of(op)
             return self.changes.get(op.name)
         if isinstance(op, Linear):

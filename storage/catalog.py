@@ -19,6 +19,8 @@ class CatalogError(Exception):
 FORMAT_VERSION = 1
 META = "__ivm_meta"
 ENTRIES = "__ivm_catalog"
+MODE = "__ivm_mode"
+"""Present only for Spark-mode state: the mode and the partition count fixed at creation."""
 
 
 class Catalog:
@@ -57,6 +59,21 @@ class Catalog:
     def remove(self, name: str) -> None:
         """Forget a dropped table or view."""
         self.con.execute(f"DELETE FROM {ENTRIES} WHERE name = ?", [name]).fetchall()
+
+    def mode(self) -> tuple[str, int] | None:
+        """("spark", partitions) for Spark-mode state; None for embedded state."""
+        present = {
+            r[0] for r in self.con.execute("SELECT table_name FROM duckdb_tables()").fetchall()
+        }
+        if MODE not in present:
+            return None
+        row = fetch_first(self.con, f"SELECT mode, partitions FROM {MODE}")
+        return (str(row[0]), int(row[1])) if row else None
+
+    def set_mode(self, mode: str, partitions: int) -> None:
+        """Record that this state is kept in ``mode`` with ``partitions`` partitions."""
+        self.con.execute(f"CREATE TABLE {MODE} (mode VARCHAR, partitions INTEGER)").fetchall()
+        self.con.execute(f"INSERT INTO {MODE} VALUES (?, ?)", [mode, partitions]).fetchall()
 
     def advance_sql(self) -> str:
         """The statement that moves the stored epoch one step (run in the epoch's transaction)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,9 +26,11 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from ivm.circuit import Circuit
+from ivm.constraints import check_change, upsert_sql
 from ivm.errors import ExecutionError, IvmError, SchemaError, SqlError, StateError
 from ivm.executor import EpochRunner, describe, run_sql
 from ivm.incrementalize import incrementalize
+from ivm.plan import Plan
 from ivm.render import W, column_list, consolidate_sql
 from ivm.schema import Schema, TableSchema, quote
 from sql_frontend.planner import plan_query
@@ -38,7 +40,6 @@ from storage.naming import TableNames
 from storage.results import fetch_first
 from storage.traces import Compactor, create_reader, create_trace
 from views.batches import normalize_batch
-from views.constraints import check_change, upsert_sql
 from views.table_codec import table_from_json, table_to_json
 
 STATE_FILE = "ivm.duckdb"
@@ -63,12 +64,21 @@ class ViewDef:
 
 
 def connect(path: str | os.PathLike[str] | None = None, **options: Any) -> Session:
-    """Open a session (API.md): in memory, or persistent state in directory ``path``."""
-    if options.get("spark") is not None:
-        raise IvmError("Spark mode is not available in this version; use the embedded default")
+    """Open a session (API.md): in memory, or persistent state in directory ``path``.
+
+    With ``spark=`` (a SparkSession) the state is kept as DuckDB files per
+    partition under ``path`` and every epoch runs on Spark (``views.spark_mode``);
+    ``partitions=`` fixes the partition count when the state is created.
+    """
     unknown = set(options) - {"spark", "partitions"}
     if unknown:
         raise TypeError(f"unknown option(s): {', '.join(sorted(unknown))}")
+    if options.get("spark") is not None:
+        from views.spark_mode import SparkModeSession  # imports pyspark: only when asked for
+
+        return SparkModeSession(path, options["spark"], options.get("partitions"))
+    if options.get("partitions") is not None:
+        raise IvmError("partitions= applies to Spark mode only: pass spark= as well")
     return Session(path)
 
 
@@ -90,11 +100,14 @@ class Session:
         self.arrow_schemas: dict[str, pa.Schema] = {}
         self.views: dict[str, ViewDef] = {}
         self._no_change: dict[str, pa.Table] = {}  # each view's empty change, by name
+        self.on_commit: list[Callable[[], None]] = []  # run after the open transaction commits
+        self.on_rollback: list[Callable[[], None]] = []  # …or, in reverse, after it rolls back
         try:
             try:
                 self.catalog = Catalog(self.con)
             except CatalogError as error:
                 raise StateError(str(error)) from error
+            self._check_mode()
             self._load()
         except IvmError:
             self.close()
@@ -131,6 +144,14 @@ class Session:
     def _check_open(self) -> None:
         if self._closed:
             raise StateError("this session is closed: open a new one with ivm.connect()")
+
+    def _check_mode(self) -> None:
+        """Refuse state kept by Spark mode: its contents are not in this database."""
+        if self.catalog.mode() is not None:
+            raise StateError(
+                f"state at {self.path} was created in Spark mode: "
+                "open it with ivm.connect(path, spark=spark)"
+            )
 
     def _load(self) -> None:
         for kind, name, definition in self.catalog.entries():
@@ -215,12 +236,7 @@ class Session:
     def sql(self, query: str) -> pa.Table:
         """Run a read-only query over tables and views."""
         self._check_open()
-        try:
-            trees = sqlglot.parse(query, read="duckdb")
-        except SqlglotError as error:
-            raise SqlError(f"cannot parse query: {error}") from error
-        if len(trees) != 1 or not isinstance(trees[0], exp.Query):
-            raise SqlError("sql() runs one read-only query (SELECT / WITH / set operation)")
+        check_read_query(query)
         try:
             return self.con.sql(query).to_arrow_table()
         except duckdb.Error as error:
@@ -310,9 +326,13 @@ class Session:
         relations = {n: t.schema for n, t in self.tables.items()}
         relations.update({n: v.schema for n, v in self.views.items()})
         plan = plan_query(sql, relations, self._describe)
-        view = ViewDef(name=name, sql=sql, circuit=incrementalize(plan, name), schema=plan.schema)
+        view = ViewDef(name=name, sql=sql, circuit=self._circuit(plan, name), schema=plan.schema)
         self.views[name] = view
         return view
+
+    def _circuit(self, plan: Plan, name: str) -> Circuit:
+        """The incremental circuit this session runs for a view's plan."""
+        return incrementalize(plan, name)
 
     def _describe(self, sql: str) -> Schema:
         try:
@@ -440,9 +460,31 @@ class Session:
         return _Transaction(self, error_class)
 
 
+def check_read_query(query: str) -> None:
+    """Raise SqlError unless ``query`` is one read-only query (SELECT / WITH / set operation)."""
+    try:
+        trees = sqlglot.parse(query, read="duckdb")
+    except SqlglotError as error:
+        raise SqlError(f"cannot parse query: {error}") from error
+    if len(trees) != 1 or not isinstance(trees[0], exp.Query):
+        raise SqlError("sql() runs one read-only query (SELECT / WITH / set operation)")
+
+
 def _pairs(schema: Schema) -> list[tuple[str, str]]:
     """(name, type) of each column, as storage takes them."""
     return [(c.name, c.type) for c in schema.columns]
+
+
+def _run_all(actions: Iterable[Callable[[], None]]) -> None:
+    """Run every action, even if an earlier one fails; then raise the first failure."""
+    failures = []
+    for action in actions:
+        try:
+            action()
+        except Exception as error:  # noqa: BLE001 - each action must get its turn
+            failures.append(error)
+    if failures:
+        raise failures[0]
 
 
 class _Transaction:
@@ -455,6 +497,7 @@ class _Transaction:
     def __enter__(self) -> None:
         s = self.session
         self.saved = (dict(s.tables), dict(s.arrow_schemas), dict(s.views))
+        s.on_commit, s.on_rollback = [], []
         s.con.execute("BEGIN TRANSACTION").fetchall()
 
     def __exit__(
@@ -464,18 +507,21 @@ class _Transaction:
         if kind is None:
             try:
                 s.con.execute("COMMIT").fetchall()
-                return
             except duckdb.Error as commit_error:
                 s.tables, s.arrow_schemas, s.views = self.saved
+                _run_all(reversed(s.on_rollback))
                 raise StateError(f"committing failed, nothing was applied: {commit_error}") from (
                     commit_error
                 )
+            _run_all(s.on_commit)
+            return
         try:
             s.con.execute("ROLLBACK").fetchall()
         finally:
             s.tables, s.arrow_schemas, s.views = self.saved
+            _run_all(reversed(s.on_rollback))
         if isinstance(error, duckdb.Error):
             raise self.error_class(f"DuckDB: {error}") from error
 
 
-__all__ = ["Session", "ViewDef", "connect"]
+__all__ = ["Session", "ViewDef", "check_read_query", "connect"]

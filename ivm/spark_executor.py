@@ -1,0 +1,286 @@
+"""The Spark executor: runs stages (``ivm.stages``) as Spark jobs, one epoch at a time.
+
+Per stage and epoch: the stage's input changes (Spark DataFrames) are brought
+into one *wide* DataFrame, hash-partitioned by the stage's key with
+``repartition(P, key)``, and each partition is handed to
+``ivm.stage_task.apply_partition`` by ``mapInArrow``; partition ``k`` of the
+shuffle is partition file ``k`` of the stage. The stage's output is
+checkpointed (``localCheckpoint``) so that the stages reading it do not run it
+again.
+
+Linear operators between stages (filter, project, UNION ALL) run in
+``mapInArrow`` too, as DuckDB SQL over each Arrow batch: no state, no shuffle.
+
+Keys are hashed by Spark's ``hash`` (Murmur3) after numbers are turned into
+DOUBLE (plus 0.0, so -0.0 and 0.0 agree), so equal values of the two sides of a
+join land in the same partition whatever their numeric types.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+from py4j.protocol import Py4JJavaError
+from pyspark import TaskContext
+from pyspark.errors import PySparkException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ivm import errors
+from ivm.circuit import Linear, Operator, Source
+from ivm.plan import Filter, Project
+from ivm.render import filter_sql, project_sql
+from ivm.schema import WEIGHT, Schema
+from ivm.stage_task import Ticket, apply_partition
+from ivm.stages import Stage
+from ivm.wire import WireType, arrow_schema, conform, from_wire_sql, to_wire_sql, wire_types
+
+_SPARK_TYPES: dict[str, T.DataType] = {
+    "boolean": T.BooleanType(),
+    "tinyint": T.ByteType(),
+    "smallint": T.ShortType(),
+    "int": T.IntegerType(),
+    "bigint": T.LongType(),
+    "float": T.FloatType(),
+    "double": T.DoubleType(),
+    "string": T.StringType(),
+    "binary": T.BinaryType(),
+    "date": T.DateType(),
+    "timestamp_ntz": T.TimestampNTZType(),
+    "timestamp": T.TimestampType(),
+}
+_DECIMAL = re.compile(r"decimal\((\d+),(\d+)\)")
+
+
+def spark_type(wire: WireType) -> T.DataType:
+    """The Spark type of a wire type."""
+    match = _DECIMAL.fullmatch(wire.spark)
+    if match:
+        return T.DecimalType(int(match[1]), int(match[2]))
+    return _SPARK_TYPES[wire.spark]
+
+
+def spark_struct(
+    schema: Schema, names: list[str] | None = None, weighted: bool = True
+) -> T.StructType:
+    """Spark schema of ``schema`` on the wire: positional names (or ``names``), then ``__w``."""
+    wires = wire_types(schema, "a relation")
+    names = names if names is not None else [f"c{j}" for j in range(len(wires))]
+    fields = [T.StructField(n, spark_type(w), True) for n, w in zip(names, wires, strict=True)]
+    if weighted:
+        fields.append(T.StructField(WEIGHT, T.LongType(), True))
+    return T.StructType(fields)
+
+
+@dataclass(frozen=True)
+class FailurePoint:
+    """Test hook: tasks of the stages whose directory contains ``stage`` raise.
+
+    ``after_write``: after applying their epoch (else before); ``attempts``: on these
+    task attempt numbers only (None: on every attempt, so the job fails).
+    """
+
+    stage: str
+    after_write: bool = True
+    attempts: tuple[int, ...] | None = (0,)
+
+
+class InjectedFailure(RuntimeError):
+    """Raised by a task a ``FailurePoint`` selects."""
+
+
+def _stage_task(
+    stage: Stage,
+    directory: str,
+    ticket: Ticket,
+    failure: FailurePoint | None,
+    batches: Iterator[pa.RecordBatch],
+) -> Iterator[pa.RecordBatch]:
+    context = TaskContext.get()
+    assert context is not None
+    received = list(batches)
+    wide = pa.Table.from_batches(received) if received else None
+    fail = (
+        failure is not None
+        and failure.stage in directory
+        and (failure.attempts is None or context.attemptNumber() in failure.attempts)
+    )
+    if fail and failure is not None and not failure.after_write:
+        raise InjectedFailure(f"injected failure before writing {directory}")
+    output = apply_partition(stage, Path(directory), context.partitionId(), ticket, wide)
+    if fail:
+        raise InjectedFailure(f"injected failure after writing {directory}")
+    yield from output.to_batches()
+
+
+def _linear_task(
+    sql: str, leaf: Schema, result: Schema, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    received = list(batches)
+    if not received:
+        return
+    con = duckdb.connect()
+    try:
+        con.register("__ivm_in", pa.Table.from_batches(received))
+        con.execute(
+            f"CREATE TEMP TABLE __ivm_leaf AS {from_wire_sql('SELECT * FROM __ivm_in', leaf)}"
+        ).fetchall()
+        table = con.sql(to_wire_sql(sql, result)).to_arrow_table()
+    finally:
+        con.close()
+    yield from conform(table, arrow_schema(result)).to_batches()
+
+
+class SparkEpoch:
+    """One epoch (or one view's backfill) on Spark: runs stages, keeps each relation's change."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        partitions: int,
+        ticket: Ticket,
+        failure: FailurePoint | None = None,
+    ) -> None:
+        self.spark = spark
+        self.partitions = partitions
+        self.ticket = ticket
+        self.failure = failure
+        self.changes: dict[str, DataFrame] = {}  # table or view name -> its change (wire)
+
+    def run_stage(
+        self, stage: Stage, directory: Path, inputs: list[DataFrame | None]
+    ) -> DataFrame | None:
+        """Apply the epoch to every partition of ``stage``; returns its output change."""
+        wide = self._wide(stage, inputs)
+        if wide is None:
+            return None
+        if stage.partitioned:
+            keys = [F.col(f"__k{m}") for m in range(len(stage.inputs[0].key))]
+            wide = wide.repartition(self.partitions, *keys)
+        else:
+            wide = wide.repartition(1)
+        task = functools.partial(_stage_task, stage, str(directory), self.ticket, self.failure)
+        output = wide.mapInArrow(task, spark_struct(stage.output))
+        return output.localCheckpoint(eager=True)
+
+    def run_view(self, directory: Path, stages: list[Stage]) -> DataFrame | None:
+        """Run every stage of a view; returns the view's change (None if it has none)."""
+        outputs: dict[int, DataFrame | None] = {}
+        glued: dict[int, DataFrame | None] = {}
+        result = None
+        for stage in stages:
+            inputs = [self._glue(s.stream, outputs, glued) for s in stage.inputs if s.stream]
+            result = self.run_stage(stage, directory / stage.name, inputs)
+            if stage.produces is not None:
+                outputs[stage.produces] = result
+        return result
+
+    # -- between stages ----------------------------------------------------------------------
+
+    def _glue(
+        self,
+        op: Operator,
+        outputs: dict[int, DataFrame | None],
+        glued: dict[int, DataFrame | None],
+    ) -> DataFrame | None:
+        """The change of ``op`` as a DataFrame, from stage outputs and sources."""
+        if op.index in outputs:
+            return outputs[op.index]
+        if op.index in glued:
+            return glued[op.index]
+        if isinstance(op, Source):
+            result = self.changes.get(op.name)
+        elif isinstance(op.node, (Filter, Project)):
+            result = self._linear_chain(op, outputs, glued)
+        else:  # UNION ALL
+            assert isinstance(op, Linear)
+            parts = [self._glue(i, outputs, glued) for i in op.inputs]
+            present = [_conformed(p, op.node.schema) for p in parts if p is not None]
+            result = functools.reduce(DataFrame.unionAll, present) if present else None
+        glued[op.index] = result
+        return result
+
+    def _linear_chain(
+        self,
+        op: Operator,
+        outputs: dict[int, DataFrame | None],
+        glued: dict[int, DataFrame | None],
+    ) -> DataFrame | None:
+        """Filters and projections down to the next non-linear input, as one SQL query."""
+        chain = []
+        leaf = op
+        while (
+            isinstance(leaf, Linear)
+            and isinstance(leaf.node, (Filter, Project))
+            and leaf.index not in outputs
+        ):
+            chain.append(leaf)
+            leaf = leaf.inputs[0]
+        source = self._glue(leaf, outputs, glued)
+        if source is None:
+            return None
+        sql = "SELECT * FROM __ivm_leaf"
+        for step in reversed(chain):
+            node = step.node
+            if isinstance(node, Filter):
+                sql = filter_sql(sql, node.predicate)
+            else:
+                assert isinstance(node, Project)
+                sql = project_sql(sql, node.exprs, weighted=True)
+        task = functools.partial(_linear_task, sql, leaf.node.schema, op.node.schema)
+        return source.mapInArrow(task, spark_struct(op.node.schema))
+
+    def _wide(self, stage: Stage, inputs: list[DataFrame | None]) -> DataFrame | None:
+        """One DataFrame of every input's change: ``__i``, the hashed key, all inputs' columns."""
+        wires = [wire_types(s.schema, f"stage {stage.name}") for s in stage.inputs]
+        parts = []
+        for i, frame in enumerate(inputs):
+            if frame is None:
+                continue
+            own = stage.inputs[i]
+            columns = [F.lit(i).cast("int").alias("__i")]
+            for m, name in enumerate(own.key):
+                j = own.schema.names.index(name)
+                value = F.col(f"c{j}")
+                if wires[i][j].numeric:
+                    value = value.cast("double") + F.lit(0.0)
+                columns.append(value.alias(f"__k{m}"))
+            for other, types in enumerate(wires):
+                for j, wire in enumerate(types):
+                    value = F.col(f"c{j}") if other == i else F.lit(None).cast(spark_type(wire))
+                    columns.append(value.alias(f"i{other}_c{j}"))
+            columns.append(F.col(WEIGHT))
+            parts.append(frame.select(*columns))
+        if not parts:
+            return None
+        return functools.reduce(DataFrame.unionAll, parts)
+
+
+def _conformed(frame: DataFrame, schema: Schema) -> DataFrame:
+    """``frame`` cast to ``schema``'s wire types (a UNION ALL's inputs may differ in type)."""
+    struct = spark_struct(schema)
+    return frame.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in struct.fields])
+
+
+_IVM_ERROR = re.compile(r"ivm\.errors\.(\w+): (.*)")
+
+
+def translate_error(error: BaseException) -> errors.IvmError | None:
+    """The ``IvmError`` a failed Spark job stands for, or None if it is not a Spark error."""
+    if not isinstance(error, (PySparkException, Py4JJavaError)):
+        return None
+    text = str(error)
+    match = _IVM_ERROR.search(text)
+    if match:
+        kind = getattr(errors, match[1], None)
+        if isinstance(kind, type) and issubclass(kind, errors.IvmError):
+            return kind(match[2].strip())
+    first = next((line for line in text.splitlines() if line.strip()), text)
+    return errors.ExecutionError(f"a Spark job failed: {first.strip()[:2000]}")

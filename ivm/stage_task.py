@@ -1,0 +1,193 @@
+"""One stage applied to one partition for one epoch: what a Spark task runs (no Spark here).
+
+The task opens the partition's DuckDB file and, in one transaction:
+
+1. if this ingest attempt (``Ticket.token``) already applied this epoch here,
+   returns the stored output change: a task retried by Spark is exactly-once;
+2. if the partition applied an epoch the driver never committed (a failed
+   ingest), rolls that epoch back first;
+3. computes the stage's output change from its input changes and the state
+   before the epoch, stores it, appends to the traces, records the epoch.
+
+A stage's input arrives as one *wide* Arrow table: ``__i`` (which input),
+``__k…`` (the hashed key), then each input's columns ``i<i>_c<j>`` on the
+wire (see ``ivm.wire``), then ``__w``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from ivm.constraints import check_change, upsert_sql
+from ivm.errors import ExecutionError
+from ivm.executor import EpochRunner
+from ivm.render import consolidate_sql, empty_relation
+from ivm.schema import quote
+from ivm.stages import Stage, input_name
+from ivm.wire import arrow_schema, conform, from_wire_sql, to_wire_sql
+from storage.partitions import OUT, PartitionLog, compact_due, partition_file
+from storage.traces import create_trace
+
+WIDE = "__ivm_wide"
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """What every task of one epoch is told by the driver."""
+
+    epoch: int  # the epoch being applied
+    committed: int  # the last epoch the driver committed
+    token: str  # this ingest attempt (a retry of the same attempt re-emits)
+    backfill: bool = False  # a new view: every partition runs, state starts empty
+    upsert: bool = False  # table stages: an insert replaces the row with its key
+
+
+class PartitionNames:
+    """The ``StateStore`` of a partition file: traces named by input and operator."""
+
+    def relation_trace(self, name: str) -> str:
+        return quote(f"__ivm_{name}")
+
+    def operator_trace(self, view: str, index: int) -> str:
+        return quote(f"__ivm_op{index}")
+
+    def scratch(self, view: str, index: int, part: str) -> str:
+        return quote(f"__ivm_tmp{index}_{part}")
+
+
+NAMES = PartitionNames()
+
+
+def wide_columns(stage: Stage, index: int) -> list[str]:
+    """Names of input ``index``'s columns in the wide table."""
+    return [f"i{index}_c{j}" for j in range(len(stage.inputs[index].schema.columns))]
+
+
+def apply_partition(
+    stage: Stage, directory: Path, bucket: int, ticket: Ticket, wide: pa.Table | None
+) -> pa.Table:
+    """Apply one epoch to partition ``bucket`` of ``stage``; returns its output change (wire)."""
+    out_schema = arrow_schema(stage.output)
+    if (wide is None or wide.num_rows == 0) and not ticket.backfill:
+        return out_schema.empty_table()
+    file = partition_file(directory, bucket)
+    file.parent.mkdir(parents=True, exist_ok=True)
+    con = duckdb.connect(str(file))
+    try:
+        con.execute("BEGIN TRANSACTION").fetchall()
+        log = PartitionLog(con)
+        if log.applied(ticket.epoch, ticket.token):
+            output = _read_output(con, stage, out_schema)
+            con.execute("ROLLBACK").fetchall()
+            return output
+        if log.epoch > ticket.committed:
+            log.roll_back()
+        log.begin()
+        changes = _load_inputs(con, stage, wide, everything=log.fresh)
+        if log.fresh:
+            _create_input_traces(con, log, stage)
+        _apply(con, log, stage, changes, ticket, fresh=log.fresh)
+        log.finish(ticket.epoch, ticket.token)
+        output = _read_output(con, stage, out_schema)
+        con.execute("COMMIT").fetchall()
+        compact_due(con, {NAMES.relation_trace(k): v for k, v in stage.keys().items()})
+        return output
+    finally:
+        con.close()
+
+
+def _load_inputs(
+    con: duckdb.DuckDBPyConnection, stage: Stage, wide: pa.Table | None, everything: bool
+) -> dict[str, str]:
+    """Temp tables of each input's change (DuckDB types); every input when ``everything``."""
+    present: set[int] = set()
+    if wide is not None and wide.num_rows:
+        con.register(WIDE, wide)
+        present = {int(i) for i in wide.column("__i").unique().to_pylist()}
+    changes = {}
+    try:
+        for i, stage_input in enumerate(stage.inputs):
+            table = quote(f"__ivm_batch{i}")
+            if i in present:
+                source = f"SELECT * FROM {WIDE} WHERE __i = {i}"
+                sql = from_wire_sql(source, stage_input.schema, wide_columns(stage, i))
+            elif everything:
+                sql = empty_relation(stage_input.schema)
+            else:
+                continue
+            con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS {sql}").fetchall()
+            changes[input_name(i)] = f"SELECT * FROM {table}"
+    finally:
+        if present:
+            con.unregister(WIDE)
+    return changes
+
+
+def _create_input_traces(con: duckdb.DuckDBPyConnection, log: PartitionLog, stage: Stage) -> None:
+    for i, stage_input in enumerate(stage.inputs):
+        if stage_input.kept:
+            trace = NAMES.relation_trace(input_name(i))
+            create_trace(con, trace, [(c.name, c.type) for c in stage_input.schema.columns])
+            log.track(trace)
+
+
+def _apply(
+    con: duckdb.DuckDBPyConnection,
+    log: PartitionLog,
+    stage: Stage,
+    changes: dict[str, str],
+    ticket: Ticket,
+    fresh: bool,
+) -> None:
+    """Compute and store the output change, then append to the traces (old state first)."""
+    commits: list[tuple[str, str]] = []
+    if stage.kind in ("table", "output"):
+        output = _store_change(con, stage, changes, ticket)
+    else:
+        assert stage.circuit is not None
+        runner = EpochRunner(con, NAMES, changes, backfill=fresh)
+        output = runner.run(stage.circuit)
+        commits = runner.commits
+        if fresh:
+            for op in stage.circuit.operators:
+                if op.stateful:
+                    log.track(NAMES.operator_trace("", op.index))
+    names = stage.output.names
+    log.store_output(consolidate_sql(output or empty_relation(stage.output), names))
+    for i, stage_input in enumerate(stage.inputs):
+        name = input_name(i)
+        if stage_input.kept and name in changes and stage.kind not in ("table", "output"):
+            commits.append((NAMES.relation_trace(name), changes[name]))
+    if stage.kind in ("table", "output"):
+        commits.append((NAMES.relation_trace(input_name(0)), f"SELECT * FROM {OUT}"))
+    for target, rows in commits:
+        log.append(target, rows)
+
+
+def _store_change(
+    con: duckdb.DuckDBPyConnection, stage: Stage, changes: dict[str, str], ticket: Ticket
+) -> str:
+    """A table's or view's change as it applies to the stored trace (checked for a table)."""
+    trace = NAMES.relation_trace(input_name(0))
+    change = consolidate_sql(changes[input_name(0)], stage.output.names)
+    table = stage.table
+    if table is None:
+        return change
+    if ticket.upsert and table.primary_key:
+        change = upsert_sql(table, change, trace)
+    checked = quote("__ivm_checked")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {checked} AS {change}").fetchall()
+    check_change(con, table, f"SELECT * FROM {checked}", trace)
+    return f"SELECT * FROM {checked}"
+
+
+def _read_output(con: duckdb.DuckDBPyConnection, stage: Stage, schema: pa.Schema) -> pa.Table:
+    try:
+        table = con.sql(to_wire_sql(f"SELECT * FROM {OUT}", stage.output)).to_arrow_table()
+    except duckdb.Error as error:
+        raise ExecutionError(f"stage {stage.name}: cannot emit its change: {error}") from error
+    return conform(table, schema)

@@ -1,0 +1,172 @@
+"""Partition files (Spark mode): one DuckDB file per stage and partition, with epoch bookkeeping.
+
+Layout under the state directory (names percent-encoded, so a table or view
+name never becomes a path as it is)::
+
+    ivm.duckdb                                  the driver's catalog and epoch
+    tables/t-<table>/part-00000.duckdb          a base table's trace, by primary key
+    views/v-<view>/<stage>/part-00000.duckdb    one stage of a view's circuit
+
+Besides its traces, each file records what makes a task exactly-once:
+
+* ``__ivm_partition(epoch, previous, token)``: the last epoch applied here, the
+  epoch applied before it, and the ingest attempt (``token``) that applied it;
+* ``__ivm_undo`` and ``__ivm_undo_<n>``: the rows that epoch appended to each
+  trace, so the epoch can be rolled back if the driver never commits it;
+* ``__ivm_out``: the partition's output change of that epoch, which a task
+  retried by Spark emits again instead of applying the epoch twice.
+
+A partition is never more than one epoch ahead of the driver: the driver runs
+one epoch at a time and commits it only after every stage succeeded.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Sequence
+from pathlib import Path
+
+import duckdb
+
+from storage.results import fetch_first
+from storage.sqltext import WEIGHT, column_list, quote
+from storage.traces import TailSize, compact
+
+META = "__ivm_partition"
+UNDO = "__ivm_undo"
+OUT = "__ivm_out"
+TAILS = "__ivm_tails"
+
+
+def encode(name: str) -> str:
+    """A file name for a table or view name: percent-encoded, never '.', '..' or empty."""
+    return urllib.parse.quote(name, safe="")
+
+
+def table_directory(root: Path, table: str) -> Path:
+    """Directory of a base table's partition files."""
+    return root / "tables" / f"t-{encode(table)}"
+
+
+def view_directory(root: Path, view: str) -> Path:
+    """Directory of a view's stages."""
+    return root / "views" / f"v-{encode(view)}"
+
+
+def partition_file(directory: Path, bucket: int) -> Path:
+    """The DuckDB file of partition ``bucket`` of a stage."""
+    return directory / f"part-{bucket:05d}.duckdb"
+
+
+def partition_files(directory: Path) -> list[Path]:
+    """Every partition file of a stage, in partition order."""
+    return sorted(directory.glob("part-*.duckdb"))
+
+
+class PartitionLog:
+    """Epoch bookkeeping of one partition file; every method runs in the caller's transaction."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+        present = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        self.fresh = META not in present
+        if self.fresh:
+            con.execute(
+                f"CREATE TABLE {META} (epoch BIGINT, previous BIGINT, token VARCHAR)"
+            ).fetchall()
+            con.execute(f"INSERT INTO {META} VALUES (-1, -1, '')").fetchall()
+            con.execute(f"CREATE TABLE {UNDO} (n INTEGER, target VARCHAR)").fetchall()
+            con.execute(f"CREATE TABLE {TAILS} (target VARCHAR, base BIGINT, appended BIGINT)")
+        row = fetch_first(con, f"SELECT epoch, previous, token FROM {META}")
+        assert row is not None
+        self.epoch, self.previous, self.token = int(row[0]), int(row[1]), str(row[2])
+
+    def applied(self, epoch: int, token: str) -> bool:
+        """True when this very ingest attempt already applied ``epoch`` here."""
+        return self.epoch == epoch and self.token == token
+
+    def roll_back(self) -> None:
+        """Undo the last epoch: append the negation of every row it appended."""
+        for n, target in self._undo_entries():
+            undo = quote(f"{UNDO}_{n}")
+            self.con.execute(
+                f"INSERT INTO {target} SELECT * REPLACE (-{WEIGHT} AS {WEIGHT}) FROM {undo}"
+            ).fetchall()
+        self._clear_undo()
+        self.con.execute(f"DROP TABLE IF EXISTS {OUT}").fetchall()
+        self.con.execute(f"UPDATE {META} SET epoch = previous, token = ''").fetchall()
+        self.epoch, self.token = self.previous, ""
+
+    def begin(self) -> None:
+        """Start a new epoch here: the previous epoch's undo rows are no longer needed."""
+        self._clear_undo()
+
+    def store_output(self, sql: str) -> None:
+        """Keep this epoch's output change (computed before any trace is appended to)."""
+        self.con.execute(f"CREATE OR REPLACE TABLE {OUT} AS {sql}").fetchall()
+
+    def append(self, target: str, rows: str) -> None:
+        """Append ``rows`` to trace ``target``, remembering them for a roll-back."""
+        n = len(self._undo_entries())
+        undo = quote(f"{UNDO}_{n}")
+        self.con.execute(f"CREATE TABLE {undo} AS {rows}").fetchall()
+        count = fetch_first(self.con, f"INSERT INTO {target} SELECT * FROM {undo}")
+        self.con.execute(f"INSERT INTO {UNDO} VALUES (?, ?)", [n, target]).fetchall()
+        self.con.execute(
+            f"UPDATE {TAILS} SET appended = appended + ? WHERE target = ?",
+            [int(count[0]) if count else 0, target],
+        ).fetchall()
+
+    def track(self, target: str) -> None:
+        """Start tracking the tail of a new trace (for compaction)."""
+        self.con.execute(f"INSERT INTO {TAILS} VALUES (?, 0, 0)", [target]).fetchall()
+
+    def finish(self, epoch: int, token: str) -> None:
+        """Record that ``token`` applied ``epoch`` here."""
+        self.con.execute(
+            f"UPDATE {META} SET previous = epoch, epoch = ?, token = ?", [epoch, token]
+        ).fetchall()
+
+    def _undo_entries(self) -> list[tuple[int, str]]:
+        rows = self.con.execute(f"SELECT n, target FROM {UNDO} ORDER BY n").fetchall()
+        return [(int(r[0]), str(r[1])) for r in rows]
+
+    def _clear_undo(self) -> None:
+        for n, _ in self._undo_entries():
+            self.con.execute(f"DROP TABLE {quote(f'{UNDO}_{n}')}").fetchall()
+        self.con.execute(f"DELETE FROM {UNDO}").fetchall()
+
+
+def compact_due(con: duckdb.DuckDBPyConnection, keys: dict[str, Sequence[str]]) -> None:
+    """Compact the partition's traces whose appended tail is due (outside any transaction)."""
+    for target, base, appended in con.execute(f"SELECT * FROM {TAILS}").fetchall():
+        if TailSize(int(base), int(appended)).due():
+            kept = compact(con, target, keys.get(target, ()))
+            con.execute(
+                f"UPDATE {TAILS} SET base = ?, appended = 0 WHERE target = ?", [kept, target]
+            ).fetchall()
+
+
+def roll_back_ahead(file: Path, committed: int) -> bool:
+    """Roll back partition ``file`` if it applied an epoch after ``committed``; True if it did."""
+    con = duckdb.connect(str(file))
+    try:
+        con.execute("BEGIN TRANSACTION").fetchall()
+        log = PartitionLog(con)
+        if log.epoch <= committed:
+            con.execute("ROLLBACK").fetchall()
+            return False
+        log.roll_back()
+        con.execute("COMMIT").fetchall()
+        return True
+    finally:
+        con.close()
+
+
+def live_rows_sql(trace: str, names: Sequence[str]) -> str:
+    """Consolidated rows of ``trace`` with a positive weight (rows and their weights)."""
+    cols = column_list(names)
+    return (
+        f"SELECT {cols}, SUM({WEIGHT})::BIGINT AS {WEIGHT} FROM {trace} "
+        f"GROUP BY {cols} HAVING SUM({WEIGHT}) > 0"
+    )

@@ -1,0 +1,420 @@
+"""Spark mode: the same API (API.md), each epoch run on Spark over partition files.
+
+The driver keeps the catalog and the epoch in ``<path>/ivm.duckdb`` (with empty
+copies of every relation, so views are planned and typed exactly as in
+embedded mode). Contents and state live in partition files
+(``storage.partitions``), written only by Spark tasks (``ivm.spark_executor``).
+
+An ingest is one epoch:
+
+1. each batch becomes a DataFrame (Spark DataFrames are normalized on the
+   executors) and goes through its table's stage, which checks it against the
+   stored rows and appends it;
+2. every affected view runs its stages in creation order (a view reading
+   another view reads that view's change of the same epoch);
+3. only when every stage succeeded does the driver commit the epoch.
+
+Each task carries the epoch, the last committed epoch and a token naming this
+ingest attempt: a task Spark retries re-emits what its first attempt stored,
+and a partition that applied an epoch which was never committed rolls it
+back (right away when the ingest fails, when the session opens, and at the
+latest when a task next touches it).
+
+Each table and view is registered in the Spark SQL catalog (a temporary view
+over the ``ivm`` data source, ``views.spark_source``).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import SparkSession as PySparkSession
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from ivm.binary_joins import binary_joins
+from ivm.circuit import Circuit
+from ivm.errors import ExecutionError, IvmError, SchemaError, SqlError, StateError
+from ivm.executor import run_sql
+from ivm.incrementalize import incrementalize
+from ivm.plan import Plan
+from ivm.render import consolidate_sql, expand_sql
+from ivm.schema import Schema, TableSchema, quote
+from ivm.spark_executor import FailurePoint, SparkEpoch, spark_struct, translate_error
+from ivm.stage_task import Ticket
+from ivm.stages import Stage, table_stage, view_stages
+from ivm.wire import arrow_schema, conform, from_wire_sql, to_wire_sql
+from sql_frontend.statements import CreateTable, CreateView, Drop
+from storage.partitions import (
+    partition_files,
+    roll_back_ahead,
+    table_directory,
+    view_directory,
+)
+from views.batches import normalize_batch
+from views.session import Session, check_read_query
+from views.spark_source import TRACE, IvmDataSource
+
+MODE = "spark"
+
+
+class SparkModeSession(Session):
+    """An ivm database whose epochs run on Spark (see the module docstring)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None,
+        spark: PySparkSession,
+        partitions: int | None = None,
+    ) -> None:
+        if path is None:
+            raise StateError(
+                "Spark mode keeps its state in files: pass a path every executor can reach "
+                "(a shared filesystem on a cluster)"
+            )
+        if partitions is not None and (not isinstance(partitions, int) or partitions < 1):
+            raise IvmError(f"partitions must be a positive integer, not {partitions!r}")
+        self.spark = spark
+        self.partitions = partitions or 0  # settled by _check_mode
+        self.failure: FailurePoint | None = None  # test hook: make chosen tasks fail
+        self._table_stages: dict[str, Stage] = {}
+        self._view_stages: dict[str, list[Stage]] = {}
+        super().__init__(path)
+        try:
+            self._recover()
+            spark.dataSource.register(IvmDataSource)
+            for name in [*self.tables, *self.views]:
+                self._register_in_spark(name)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def root(self) -> Path:
+        """The state directory."""
+        assert self.path is not None
+        return self.path
+
+    def _check_mode(self) -> None:
+        stored = self.catalog.mode()
+        if stored is None:
+            if self.catalog.entries() or self.catalog.epoch:
+                raise StateError(
+                    f"state at {self.path} was created in embedded mode: open it without spark="
+                )
+            if not self.partitions:
+                self.partitions = self.spark.sparkContext.defaultParallelism
+            self.catalog.set_mode(MODE, self.partitions)
+            return
+        mode, partitions = stored
+        if self.partitions and self.partitions != partitions:
+            raise StateError(
+                f"state at {self.path} has {partitions} partitions, fixed when it was created; "
+                f"open it with partitions={partitions} (or none), or rebuild it into a new path"
+            )
+        self.partitions = partitions
+
+    # -- public API --------------------------------------------------------------------------
+
+    def ingest(
+        self,
+        table: str | Mapping[str, Any],
+        batch: Any = None,
+        mode: str = "insert",
+    ) -> dict[str, pa.Table]:
+        """Apply one epoch on Spark; returns every view's change (a consolidated Z-set)."""
+        self._check_open()
+        if mode not in ("insert", "upsert"):
+            raise IvmError(f"unknown ingest mode {mode!r}: use 'insert' or 'upsert'")
+        batches = dict(table) if isinstance(table, Mapping) else {table: batch}
+        frames = {self._resolve(n): self._frame_of(n, b) for n, b in batches.items()}
+        if len(frames) != len(batches):
+            raise SchemaError("a table appears twice in one ingest (names ignore case)")
+        ticket = Ticket(
+            epoch=self.epoch + 1,
+            committed=self.epoch,
+            token=uuid.uuid4().hex,
+            upsert=mode == "upsert",
+        )
+        try:
+            changes = self._run_epoch(frames, ticket)
+            with self._transaction(ExecutionError):
+                run_sql(self.con, self.catalog.advance_sql())
+        except BaseException as error:
+            self._recover()
+            translated = translate_error(error)
+            if translated is not None:
+                raise translated from error
+            raise
+        self.catalog.epoch += 1
+        return {name: self._fetch_change(name, changes) for name in self.views}
+
+    def read(self, name: str) -> pa.Table:
+        """Current contents of a view (or table), read from its partition files."""
+        self._check_open()
+        name = self._resolve(name)
+        if name not in self.views and name not in self.tables:
+            raise SqlError(f"no table or view named {name!r}")
+        con = duckdb.connect()
+        try:
+            self._attach(con, [name])
+            return con.sql(f"SELECT * FROM {quote(name)}").to_arrow_table()
+        finally:
+            con.close()
+
+    def sql(self, query: str) -> pa.Table:
+        """Run a read-only DuckDB query over tables and views (read from their files)."""
+        self._check_open()
+        check_read_query(query)
+        con = duckdb.connect()
+        try:
+            self._attach(con, [*self.tables, *self.views])
+            return con.sql(query).to_arrow_table()
+        except duckdb.Error as error:
+            raise SqlError(f"query failed: {error}") from error
+        finally:
+            con.close()
+
+    def dataframe(self, name: str) -> DataFrame:
+        """The current contents of a table or view as a Spark DataFrame (read when used)."""
+        self._check_open()
+        name = self._resolve(name)
+        if name not in self.views and name not in self.tables:
+            raise SqlError(f"no table or view named {name!r}")
+        return self._frame(name, form="rows")
+
+    def explain(self, view: str) -> str:
+        """The incremental circuit of ``view``, then its Spark stages."""
+        text = super().explain(view)
+        stages = self._view_stages[self._resolve(view)]
+        lines = [f"  {s.describe()}" for s in stages]
+        return "\n".join([text, f"spark stages ({self.partitions} partitions):", *lines])
+
+    # -- DDL ---------------------------------------------------------------------------------
+
+    def _circuit(self, plan: Plan, name: str) -> Circuit:
+        circuit = incrementalize(binary_joins(plan), name)
+        self._view_stages[name] = view_stages(circuit)
+        return circuit
+
+    def _register_table(self, table: TableSchema) -> None:
+        self._table_stages[table.name] = table_stage(table)
+        super()._register_table(table)
+
+    def _create_table(self, statement: CreateTable) -> None:
+        if statement.if_not_exists and self._resolve(statement.table.name) in self.tables:
+            return
+        super()._create_table(statement)  # refuses types Spark cannot carry (_register_table)
+        name = self._resolve(statement.table.name)
+        self._stash(table_directory(self.root, name))  # leftovers of an earlier table
+        self.on_commit.append(lambda: self._register_in_spark(name))
+
+    def _create_view(self, statement: CreateView) -> None:
+        if statement.if_not_exists and statement.name in self.views:
+            return
+        super()._create_view(statement)  # plans, and fills the driver's (empty) copies
+        name = statement.name
+        view = self.views[name]
+        directory = view_directory(self.root, name)
+        self._stash(directory)
+        self.on_rollback.append(lambda: shutil.rmtree(directory, ignore_errors=True))
+        ticket = Ticket(
+            epoch=self.epoch, committed=self.epoch, token=uuid.uuid4().hex, backfill=True
+        )
+        epoch = SparkEpoch(self.spark, self.partitions, ticket, self.failure)
+        for source in view.sources:
+            epoch.changes[source] = self._frame(source, form="zset")
+        try:
+            epoch.run_view(directory, self._view_stages[name])
+        except BaseException as error:
+            translated = translate_error(error)
+            if translated is not None:
+                raise translated from error
+            raise
+        self.on_commit.append(lambda: self._register_in_spark(name))
+
+    def _drop(self, statement: Drop) -> None:
+        name = self._resolve(statement.name)
+        known = name in (self.views if statement.kind == "VIEW" else self.tables)
+        super()._drop(statement)
+        if not known:
+            return
+        if statement.kind == "VIEW":
+            self._stash(view_directory(self.root, name))
+            self.on_commit.append(lambda: self._view_stages.pop(name, None))
+        else:
+            self._stash(table_directory(self.root, name))
+            self.on_commit.append(lambda: self._table_stages.pop(name, None))
+        self.on_commit.append(lambda: self.spark.catalog.dropTempView(_spark_name(name)))
+
+    def _stash(self, directory: Path) -> None:
+        """Move ``directory`` aside: deleted when the DDL commits, put back if it rolls back."""
+        if not directory.exists():
+            return
+        trash = self.root / "trash" / uuid.uuid4().hex
+        trash.parent.mkdir(parents=True, exist_ok=True)
+        directory.rename(trash)
+        self.on_commit.append(lambda: shutil.rmtree(trash, ignore_errors=True))
+        self.on_rollback.append(lambda: trash.rename(directory))
+
+    def _compact(self) -> None:
+        """Partitions compact their own traces in their tasks; the driver holds none."""
+
+    # -- ingest ------------------------------------------------------------------------------
+
+    def _frame_of(self, name: str, batch: Any) -> DataFrame | None:
+        """The batch as a normalized change on the wire (None when it has no rows)."""
+        name = self._resolve(name)
+        if name in self.views:
+            raise SchemaError(f"{name!r} is a view: ingest changes into its base tables")
+        if name not in self.tables:
+            raise SchemaError(f"no table named {name!r}")
+        table, arrow = self.tables[name], self.arrow_schemas[name]
+        struct = spark_struct(table.schema)
+        if isinstance(batch, DataFrame):
+            # Column names, change format and types are checked here, values on the executors.
+            normalize_batch(to_arrow_schema(batch.schema).empty_table(), table, arrow)
+            return batch.mapInArrow(_normalizer(table, arrow), struct)
+        change = normalize_batch(batch, table, arrow)
+        if change.num_rows == 0:
+            return None
+        self.con.register("__ivm_batch", change)
+        try:
+            wire = self.con.sql(to_wire_sql("SELECT * FROM __ivm_batch", table.schema))
+            wire_table = conform(wire.to_arrow_table(), arrow_schema(table.schema))
+        finally:
+            self.con.unregister("__ivm_batch")
+        return self.spark.createDataFrame(wire_table, schema=struct)
+
+    def _run_epoch(self, frames: dict[str, DataFrame | None], ticket: Ticket) -> dict[str, str]:
+        """Run every stage of the epoch; returns the changed views' changes (driver temp tables)."""
+        epoch = SparkEpoch(self.spark, self.partitions, ticket, self.failure)
+        for name, frame in frames.items():
+            if frame is None:
+                continue
+            stage = self._table_stages[name]
+            change = epoch.run_stage(stage, table_directory(self.root, name) / stage.name, [frame])
+            if change is not None:
+                epoch.changes[name] = change
+        changed: dict[str, str] = {}
+        for view in self.views.values():
+            if not view.sources & set(epoch.changes):
+                continue
+            change = epoch.run_view(
+                view_directory(self.root, view.name), self._view_stages[view.name]
+            )
+            if change is None:
+                continue
+            epoch.changes[view.name] = change
+            changed[view.name] = self._collect(view.name, change)
+        return changed
+
+    def _collect(self, view: str, change: DataFrame) -> str:
+        """Bring a view's change to the driver (DuckDB types); returns its temp table."""
+        schema = self.views[view].schema
+        scratch = self.names.change(view)
+        self.con.register("__ivm_collected", change.toArrow())
+        try:
+            self.con.execute(
+                f"CREATE OR REPLACE TEMP TABLE {scratch} AS "
+                f"{from_wire_sql('SELECT * FROM __ivm_collected', schema)}"
+            ).fetchall()
+        finally:
+            self.con.unregister("__ivm_collected")
+        return scratch
+
+    def _recover(self) -> None:
+        """Roll back every partition that applied an epoch the driver did not commit."""
+        for directory in (self.root / "tables", self.root / "views"):
+            for file in sorted(directory.glob("**/part-*.duckdb")):
+                roll_back_ahead(file, self.epoch)
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def _store_directory(self, name: str) -> Path:
+        """The stage whose trace holds the contents of table or view ``name``."""
+        if name in self.tables:
+            return table_directory(self.root, name) / "table"
+        return view_directory(self.root, name) / "output"
+
+    def _schema_of(self, name: str) -> Schema:
+        return self.tables[name].schema if name in self.tables else self.views[name].schema
+
+    def _frame(self, name: str, form: str) -> DataFrame:
+        schema = self._schema_of(name)
+        columns = json.dumps([[c.name, c.type] for c in schema.columns])
+        struct = (
+            spark_struct(schema, names=schema.names, weighted=False)
+            if form == "rows"
+            else spark_struct(schema)
+        )
+        return (
+            self.spark.read.format("ivm")
+            .schema(struct)
+            .option("directory", str(self._store_directory(name)))
+            .option("columns", columns)
+            .option("form", form)
+            .load()
+        )
+
+    def _register_in_spark(self, name: str) -> None:
+        self._frame(name, form="rows").createOrReplaceTempView(_spark_name(name))
+
+    def _attach(self, con: duckdb.DuckDBPyConnection, names: list[str]) -> None:
+        """Views named like each relation in ``con``, over its partition files (read-only)."""
+        for n, name in enumerate(names):
+            schema = self._schema_of(name)
+            files = partition_files(self._store_directory(name))
+            parts = []
+            for k, file in enumerate(files):
+                alias = f"__ivm_r{n}_{k}"
+                path = str(file).replace("'", "''")
+                con.execute(f"ATTACH '{path}' AS {alias} (READ_ONLY)").fetchall()
+                parts.append(f"SELECT * FROM {alias}.{TRACE}")
+            if parts:
+                live = consolidate_sql(" UNION ALL ".join(parts), schema.names, positive_only=True)
+                body = expand_sql(live, schema.names)
+            else:
+                body = (
+                    "SELECT "
+                    + ", ".join(
+                        f"CAST(NULL AS {c.type}) AS {quote(c.name)}" for c in schema.columns
+                    )
+                    + " WHERE false"
+                )
+            con.execute(f"CREATE VIEW {quote(name)} AS {body}").fetchall()
+
+
+def _spark_name(name: str) -> str:
+    """A table or view name as Spark's catalog parses it (backquoted)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _normalizer(table: TableSchema, arrow: pa.Schema) -> Callable[[Any], Any]:
+    return functools.partial(_normalize_task, table, arrow)
+
+
+def _normalize_task(table: TableSchema, arrow: pa.Schema, batches: Any) -> Any:
+    """Executor side of a Spark DataFrame batch: normalize each Arrow batch, then to the wire."""
+    con = duckdb.connect()
+    wire = arrow_schema(table.schema)
+    try:
+        for batch in batches:
+            change = normalize_batch(pa.Table.from_batches([batch]), table, arrow)
+            if change.num_rows == 0:
+                continue
+            con.register("__ivm_batch", change)
+            result = con.sql(to_wire_sql("SELECT * FROM __ivm_batch", table.schema))
+            yield from conform(result.to_arrow_table(), wire).to_batches()
+            con.unregister("__ivm_batch")
+    finally:
+        con.close()

@@ -1,0 +1,93 @@
+"""The ``ivm`` Spark data source: reads a table's or view's partition files.
+
+``spark.read.format("ivm")`` with options ``directory`` (the stage holding the
+relation's trace), ``columns`` (JSON list of [name, DuckDB type]) and ``form``:
+
+* ``rows`` (default): the relation's current contents, one row per copy, under
+  its real column names; this is what ``db.dataframe(name)`` and the Spark SQL
+  catalog read;
+* ``zset``: live rows with their weights, positional columns (``c0``… ``__w``):
+  what a new view reads to fill itself.
+
+One Spark partition per partition file; files are opened read-only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from ivm.render import consolidate_sql, expand_sql
+from ivm.schema import Column, Schema, quote
+from ivm.wire import arrow_schema, conform, to_wire_sql
+from storage.partitions import partition_files
+
+TRACE = quote("__ivm_in0")  # the trace of a table stage and of a view's output stage
+
+
+@dataclass
+class FilePartition(InputPartition):
+    """One partition file (empty path: the relation has no files yet)."""
+
+    path: str
+
+
+class IvmDataSource(DataSource):
+    """``spark.read.format("ivm")``: ivm tables and views (see the module docstring)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "ivm"
+
+    def schema(self) -> str:
+        raise ValueError("the ivm data source needs a schema: read it through db.dataframe(name)")
+
+    def reader(self, schema: object) -> DataSourceReader:
+        return IvmReader(dict(self.options))
+
+
+class IvmReader(DataSourceReader):
+    """Reads the live rows of each partition file."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        self.directory = Path(options["directory"])
+        columns = json.loads(options["columns"])
+        self.schema = Schema(tuple(Column(n, t) for n, t in columns))
+        self.form = options.get("form", "rows")
+
+    def partitions(self) -> list[InputPartition]:
+        files = partition_files(self.directory)
+        return [FilePartition(str(f)) for f in files] or [FilePartition("")]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, FilePartition)
+        if not partition.path:
+            return
+        yield from read_partition(Path(partition.path), self.schema, self.form).to_batches()
+
+
+def read_partition(file: Path, schema: Schema, form: str) -> pa.Table:
+    """Live rows of one partition file on the wire, as ``form`` asks (see the module)."""
+    names = schema.names
+    live = consolidate_sql(f"SELECT * FROM {TRACE}", names, positive_only=True)
+    wire = arrow_schema(schema)
+    if form == "rows":
+        rows = f"SELECT *, 1::BIGINT AS __w FROM ({expand_sql(live, names)}) AS r"
+        sql = to_wire_sql(rows, schema)
+        wire = pa.schema([pa.field(n, f.type) for n, f in zip(names, wire, strict=False)])
+    else:
+        sql = to_wire_sql(live, schema)
+    con = duckdb.connect(str(file), read_only=True)
+    try:
+        table = con.sql(sql).to_arrow_table()
+    finally:
+        con.close()
+    if form == "rows":
+        table = table.drop_columns(["__w"])
+    return conform(table, wire)
