@@ -155,9 +155,18 @@ class SparkEpoch:
         self.changes: dict[str, DataFrame] = {}  # table or view name -> its change (wire)
 
     def run_stage(
-        self, stage: Stage, directory: Path, inputs: list[DataFrame | None]
+        self,
+        stage: Stage,
+        directory: Path,
+        inputs: list[DataFrame | None],
+        checkpoint: bool = False,
     ) -> DataFrame | None:
-        """Apply the epoch to every partition of ``stage``; returns its output change."""
+        """The output change of ``stage`` applied to every partition, as a lazy DataFrame.
+
+        Nothing runs until an action reads it. With ``checkpoint`` the stage runs now
+        and its output is kept, for a change read more than once (running a stage
+        again is correct, each task re-emits what it stored, but costs a job).
+        """
         wide = self._wide(stage, inputs)
         if wide is None:
             return None
@@ -168,16 +177,18 @@ class SparkEpoch:
             wide = wide.repartition(1)
         task = functools.partial(_stage_task, stage, str(directory), self.ticket, self.failure)
         output = wide.mapInArrow(task, spark_struct(stage.output))
-        return output.localCheckpoint(eager=True)
+        return output.localCheckpoint(eager=True) if checkpoint else output
 
     def run_view(self, directory: Path, stages: list[Stage]) -> DataFrame | None:
-        """Run every stage of a view; returns the view's change (None if it has none)."""
+        """The view's change (None if it has none), all its stages chained lazily."""
+        uses = stage_output_uses(stages)
         outputs: dict[int, DataFrame | None] = {}
         glued: dict[int, DataFrame | None] = {}
         result = None
         for stage in stages:
             inputs = [self._glue(s.stream, outputs, glued) for s in stage.inputs if s.stream]
-            result = self.run_stage(stage, directory / stage.name, inputs)
+            shared = stage.produces is not None and uses.get(stage.produces, 0) > 1
+            result = self.run_stage(stage, directory / stage.name, inputs, checkpoint=shared)
             if stage.produces is not None:
                 outputs[stage.produces] = result
         return result
@@ -261,6 +272,45 @@ class SparkEpoch:
         if not parts:
             return None
         return functools.reduce(DataFrame.unionAll, parts)
+
+
+def stage_output_uses(stages: list[Stage]) -> dict[int, int]:
+    """How many times the stages' inputs read each stage's output (through linear operators)."""
+    produced = {s.produces for s in stages if s.produces is not None}
+    uses: dict[int, int] = {}
+
+    def visit(op: Operator) -> None:
+        if op.index in produced:
+            uses[op.index] = uses.get(op.index, 0) + 1
+            return
+        for child in op.inputs:
+            visit(child)
+
+    for stage in stages:
+        for stage_input in stage.inputs:
+            if stage_input.stream is not None:
+                visit(stage_input.stream)
+    return uses
+
+
+def source_uses(stages: list[Stage]) -> dict[str, int]:
+    """How many times the stages' inputs read each source (table or view) of the view."""
+    produced = {s.produces for s in stages if s.produces is not None}
+    uses: dict[str, int] = {}
+
+    def visit(op: Operator) -> None:
+        if op.index in produced:
+            return
+        if isinstance(op, Source):
+            uses[op.name] = uses.get(op.name, 0) + 1
+        for child in op.inputs:
+            visit(child)
+
+    for stage in stages:
+        for stage_input in stage.inputs:
+            if stage_input.stream is not None:
+                visit(stage_input.stream)
+    return uses
 
 
 def _conformed(frame: DataFrame, schema: Schema) -> DataFrame:

@@ -26,10 +26,10 @@ from ivm.constraints import check_change, upsert_sql
 from ivm.errors import ExecutionError
 from ivm.executor import EpochRunner
 from ivm.render import consolidate_sql, empty_relation
-from ivm.schema import quote
-from ivm.stages import Stage, input_name
+from ivm.schema import TableSchema, quote
+from ivm.stages import CONTENTS, Stage, input_name
 from ivm.wire import arrow_schema, conform, from_wire_sql, to_wire_sql
-from storage.partitions import OUT, PartitionLog, compact_due, partition_file
+from storage.partitions import OUT, PartitionLog, compact_due, open_partition, partition_file
 from storage.traces import create_trace
 
 WIDE = "__ivm_wide"
@@ -60,6 +60,8 @@ class PartitionNames:
 
 
 NAMES = PartitionNames()
+CONTENTS_TRACE = NAMES.relation_trace(CONTENTS)
+"""The trace of a table's or view's contents, in the stage that stores them."""
 
 
 def wide_columns(stage: Stage, index: int) -> list[str]:
@@ -76,7 +78,7 @@ def apply_partition(
         return out_schema.empty_table()
     file = partition_file(directory, bucket)
     file.parent.mkdir(parents=True, exist_ok=True)
-    con = duckdb.connect(str(file))
+    con = open_partition(file)
     try:
         con.execute("BEGIN TRANSACTION").fetchall()
         log = PartitionLog(con)
@@ -89,7 +91,7 @@ def apply_partition(
         log.begin()
         changes = _load_inputs(con, stage, wide, everything=log.fresh)
         if log.fresh:
-            _create_input_traces(con, log, stage)
+            _create_traces(con, log, stage)
         _apply(con, log, stage, changes, ticket, fresh=log.fresh)
         log.finish(ticket.epoch, ticket.token)
         output = _read_output(con, stage, out_schema)
@@ -127,12 +129,18 @@ def _load_inputs(
     return changes
 
 
-def _create_input_traces(con: duckdb.DuckDBPyConnection, log: PartitionLog, stage: Stage) -> None:
-    for i, stage_input in enumerate(stage.inputs):
-        if stage_input.kept:
-            trace = NAMES.relation_trace(input_name(i))
-            create_trace(con, trace, [(c.name, c.type) for c in stage_input.schema.columns])
-            log.track(trace)
+def _create_traces(con: duckdb.DuckDBPyConnection, log: PartitionLog, stage: Stage) -> None:
+    """The traces of a new partition: kept inputs, and the stored contents."""
+    traces = [
+        (NAMES.relation_trace(input_name(i)), s.schema)
+        for i, s in enumerate(stage.inputs)
+        if s.kept
+    ]
+    if stage.contents:
+        traces.append((CONTENTS_TRACE, stage.output))
+    for trace, schema in traces:
+        create_trace(con, trace, [(c.name, c.type) for c in schema.columns])
+        log.track(trace)
 
 
 def _apply(
@@ -145,10 +153,11 @@ def _apply(
 ) -> None:
     """Compute and store the output change, then append to the traces (old state first)."""
     commits: list[tuple[str, str]] = []
-    if stage.kind in ("table", "output"):
-        output = _store_change(con, stage, changes, ticket)
+    if stage.table is not None:
+        output = _checked_change(con, stage.table, changes[input_name(0)], ticket)
+    elif stage.circuit is None:  # a view's output stage
+        output = changes[input_name(0)]
     else:
-        assert stage.circuit is not None
         runner = EpochRunner(con, NAMES, changes, backfill=fresh)
         output = runner.run(stage.circuit)
         commits = runner.commits
@@ -156,32 +165,27 @@ def _apply(
             for op in stage.circuit.operators:
                 if op.stateful:
                     log.track(NAMES.operator_trace("", op.index))
-    names = stage.output.names
-    log.store_output(consolidate_sql(output or empty_relation(stage.output), names))
+    log.store_output(consolidate_sql(output or empty_relation(stage.output), stage.output.names))
     for i, stage_input in enumerate(stage.inputs):
         name = input_name(i)
-        if stage_input.kept and name in changes and stage.kind not in ("table", "output"):
+        if stage_input.kept and name in changes:
             commits.append((NAMES.relation_trace(name), changes[name]))
-    if stage.kind in ("table", "output"):
-        commits.append((NAMES.relation_trace(input_name(0)), f"SELECT * FROM {OUT}"))
+    if stage.contents:
+        commits.append((CONTENTS_TRACE, f"SELECT * FROM {OUT}"))
     for target, rows in commits:
         log.append(target, rows)
 
 
-def _store_change(
-    con: duckdb.DuckDBPyConnection, stage: Stage, changes: dict[str, str], ticket: Ticket
+def _checked_change(
+    con: duckdb.DuckDBPyConnection, table: TableSchema, change: str, ticket: Ticket
 ) -> str:
-    """A table's or view's change as it applies to the stored trace (checked for a table)."""
-    trace = NAMES.relation_trace(input_name(0))
-    change = consolidate_sql(changes[input_name(0)], stage.output.names)
-    table = stage.table
-    if table is None:
-        return change
+    """A table's change as it applies to the stored rows; ConstraintError if it cannot."""
+    change = consolidate_sql(change, table.schema.names)
     if ticket.upsert and table.primary_key:
-        change = upsert_sql(table, change, trace)
+        change = upsert_sql(table, change, CONTENTS_TRACE)
     checked = quote("__ivm_checked")
     con.execute(f"CREATE OR REPLACE TEMP TABLE {checked} AS {change}").fetchall()
-    check_change(con, table, f"SELECT * FROM {checked}", trace)
+    check_change(con, table, f"SELECT * FROM {checked}", CONTENTS_TRACE)
     return f"SELECT * FROM {checked}"
 
 

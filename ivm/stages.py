@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from sqlglot import exp
+
 from ivm.circuit import (
     Circuit,
     DeltaJoin,
@@ -35,7 +37,7 @@ from ivm.circuit import (
     Source,
 )
 from ivm.errors import UnsupportedSQL
-from ivm.plan import Scan
+from ivm.plan import Filter, Project, Scan
 from ivm.schema import Schema, TableSchema
 from ivm.wire import wire_type, wire_types
 
@@ -58,14 +60,22 @@ class Stage:
     kind: str  # "table", "join", "aggregate", "distinct" or "output"
     inputs: tuple[StageInput, ...]
     output: Schema
-    circuit: Circuit | None = None  # join/aggregate/distinct: Sources in0.., then the operator
+    circuit: Circuit | None = None  # join/aggregate/distinct: Sources in0.., the operator, then
+    # the linear operators up to the view's output when the stage also stores the view
     produces: int | None = None  # index of the view-circuit operator whose change it emits
     table: TableSchema | None = None  # for a table stage
+    contents_key: tuple[str, ...] | None = None  # set when the stage stores its relation's
+    # contents (a table, or the view: output columns equal on a key land in one partition)
 
     @property
     def partitioned(self) -> bool:
         """False when the stage runs on a single partition (no key)."""
         return bool(self.inputs[0].key)
+
+    @property
+    def contents(self) -> bool:
+        """True when the stage stores the contents of its table or view (trace ``contents``)."""
+        return self.contents_key is not None
 
     def keys(self) -> dict[str, tuple[str, ...]]:
         """Sort key of each trace, by its name inside a partition (for compaction)."""
@@ -74,6 +84,8 @@ class Stage:
             for op in self.circuit.operators:
                 if op.state_key is not None:
                     keys[f"op{op.index}"] = op.state_key
+        if self.contents_key is not None:
+            keys[CONTENTS] = self.contents_key
         return keys
 
     def describe(self) -> str:
@@ -83,7 +95,12 @@ class Stage:
             for i, s in enumerate(self.inputs)
         )
         kept = ", ".join(f"in{i}" for i, s in enumerate(self.inputs) if s.kept) or "none"
-        return f"{self.name}: {keys}; integrals kept: {kept}"
+        stores = "; stores the view" if self.contents and self.kind != "table" else ""
+        return f"{self.name}: {keys}; integrals kept: {kept}{stores}"
+
+
+CONTENTS = "contents"
+"""Name of the trace holding a table's or view's contents in its storing stage."""
 
 
 def input_name(index: int) -> str:
@@ -98,34 +115,82 @@ def table_stage(table: TableSchema) -> Stage:
     return Stage(
         name="table",
         kind="table",
-        inputs=(StageInput(table.schema, key, kept=True),),
+        inputs=(StageInput(table.schema, key, kept=False),),
         output=table.schema,
         table=table,
+        contents_key=key,
     )
 
 
 def view_stages(circuit: Circuit) -> list[Stage]:
     """The stages of a view's circuit (made of binary joins), in dependency order.
 
-    The last stage stores the view's output, partitioned by the whole row, so each
-    partition consolidates its rows and the view's change is consolidated overall.
+    The last stage stores the view's contents. That is the last operator's stage
+    when the view's output keeps that operator's key columns as they are (so equal
+    output rows share a partition and each partition consolidates its own rows);
+    otherwise a stage of its own, partitioned by the whole output row.
     """
-    stages = [_operator_stage(op) for op in circuit.operators if op.stateful or _is_join(op)]
-    output = circuit.output
-    schema = output.node.schema
-    stages.append(
-        Stage(
-            name="output",
-            kind="output",
-            inputs=(StageInput(schema, tuple(schema.names), kept=True, stream=output),),
-            output=schema,
+    anchors = [op for op in circuit.operators if op.stateful or _is_join(op)]
+    stages = [_operator_stage(op) for op in anchors]
+    fused = _fused_output(circuit, anchors[-1]) if anchors else None
+    if fused is not None:
+        stages[-1] = fused
+    else:
+        output = circuit.output
+        schema = output.node.schema
+        stages.append(
+            Stage(
+                name="output",
+                kind="output",
+                inputs=(StageInput(schema, tuple(schema.names), kept=False, stream=output),),
+                output=schema,
+                produces=output.index,
+                contents_key=tuple(schema.names),
+            )
         )
-    )
     for stage in stages:
         for i, stage_input in enumerate(stage.inputs):
             wire_types(stage_input.schema, f"view {circuit.view!r}, stage {stage.name} in{i}")
         wire_types(stage.output, f"view {circuit.view!r}, stage {stage.name}")
     return stages
+
+
+def _fused_output(circuit: Circuit, anchor: Operator) -> Stage | None:
+    """``anchor``'s stage extended to store the view, when only filters and projections
+    that keep the anchor's key columns lie between it and the output; else None."""
+    consumers: dict[int, list[Operator]] = {}
+    for op in circuit.operators:
+        for child in op.inputs:
+            consumers.setdefault(child.index, []).append(op)
+    chain: list[Operator] = []
+    op = anchor
+    while op is not circuit.output:
+        after = consumers.get(op.index, [])
+        if len(after) != 1 or not isinstance(after[0].node, (Filter, Project)):
+            return None
+        op = after[0]
+        chain.append(op)
+    key = _key_through(_stage_key(anchor), chain)
+    if key is None:
+        return None
+    stage = _operator_stage(anchor)
+    assert stage.circuit is not None
+    operators = list(stage.circuit.operators)
+    for op in chain:
+        operators.append(replace(op, index=len(operators), inputs=(operators[-1],)))
+    return replace(
+        stage,
+        circuit=Circuit(view=stage.circuit.view, operators=tuple(operators)),
+        output=circuit.output.node.schema,
+        produces=circuit.output.index,
+        contents_key=key,
+    )
+
+
+def _stage_key(anchor: Operator) -> tuple[str, ...]:
+    """The anchor's partition key as columns of its output."""
+    stage = _operator_stage(anchor)
+    return stage.inputs[0].key
 
 
 def _is_join(op: Operator) -> bool:
@@ -190,3 +255,33 @@ def _hash_alike(a: str, b: str) -> bool:
     """
     wa, wb = wire_type(a), wire_type(b)
     return (wa.numeric and wb.numeric) or a.upper() == b.upper()
+
+
+def _key_through(key: tuple[str, ...], chain: list[Operator]) -> tuple[str, ...] | None:
+    """The columns carrying ``key``'s values after ``chain``; None if a projection drops one."""
+    names = list(key)
+    for op in chain:
+        node = op.node
+        if not isinstance(node, Project):
+            continue
+        source = op.inputs[0].node.schema
+        renamed = []
+        for name in names:
+            target = next(
+                (out for out, e in node.exprs if _same_value(e, name, source, node.schema, out)),
+                None,
+            )
+            if target is None:
+                return None
+            renamed.append(target)
+        names = renamed
+    return tuple(names)
+
+
+def _same_value(
+    expression: exp.Expression, name: str, source: Schema, result: Schema, out: str
+) -> bool:
+    """True when ``expression`` is column ``name`` itself (or cast to the type it has)."""
+    if isinstance(expression, exp.Cast) and source.type_of(name) == result.type_of(out):
+        expression = expression.this
+    return isinstance(expression, exp.Column) and expression.name == name

@@ -22,6 +22,7 @@ one epoch at a time and commits it only after every stage succeeded.
 
 from __future__ import annotations
 
+import time
 import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
@@ -61,6 +62,29 @@ def partition_file(directory: Path, bucket: int) -> Path:
 def partition_files(directory: Path) -> list[Path]:
     """Every partition file of a stage, in partition order."""
     return sorted(directory.glob("part-*.duckdb"))
+
+
+LOCK_WAIT_SECONDS = 120.0
+"""How long a task waits for a partition file another process holds (a duplicate task)."""
+
+
+def open_partition(file: Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """Connect to a partition file, waiting while another process holds its lock.
+
+    Spark may run two attempts of one task at once (speculation, a re-executed
+    stage); DuckDB lets one process write a file, so the later one waits its turn
+    and then finds the epoch applied.
+    """
+    deadline = time.monotonic() + LOCK_WAIT_SECONDS
+    pause = 0.01
+    while True:
+        try:
+            return duckdb.connect(str(file), read_only=read_only)
+        except duckdb.IOException as error:
+            if "lock" not in str(error).lower() or time.monotonic() > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
 
 
 class PartitionLog:
@@ -149,7 +173,7 @@ def compact_due(con: duckdb.DuckDBPyConnection, keys: dict[str, Sequence[str]]) 
 
 def roll_back_ahead(file: Path, committed: int) -> bool:
     """Roll back partition ``file`` if it applied an epoch after ``committed``; True if it did."""
-    con = duckdb.connect(str(file))
+    con = open_partition(file)
     try:
         con.execute("BEGIN TRANSACTION").fetchall()
         log = PartitionLog(con)

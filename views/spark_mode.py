@@ -49,7 +49,13 @@ from ivm.incrementalize import incrementalize
 from ivm.plan import Plan
 from ivm.render import consolidate_sql, expand_sql
 from ivm.schema import Schema, TableSchema, quote
-from ivm.spark_executor import FailurePoint, SparkEpoch, spark_struct, translate_error
+from ivm.spark_executor import (
+    FailurePoint,
+    SparkEpoch,
+    source_uses,
+    spark_struct,
+    translate_error,
+)
 from ivm.stage_task import Ticket
 from ivm.stages import Stage, table_stage, view_stages
 from ivm.wire import arrow_schema, conform, from_wire_sql, to_wire_sql
@@ -234,7 +240,9 @@ class SparkModeSession(Session):
         for source in view.sources:
             epoch.changes[source] = self._frame(source, form="zset")
         try:
-            epoch.run_view(directory, self._view_stages[name])
+            output = epoch.run_view(directory, self._view_stages[name])
+            if output is not None:  # run every stage, without bringing the rows to the driver
+                output.write.format("noop").mode("overwrite").save()
         except BaseException as error:
             translated = translate_error(error)
             if translated is not None:
@@ -298,11 +306,14 @@ class SparkModeSession(Session):
     def _run_epoch(self, frames: dict[str, DataFrame | None], ticket: Ticket) -> dict[str, str]:
         """Run every stage of the epoch; returns the changed views' changes (driver temp tables)."""
         epoch = SparkEpoch(self.spark, self.partitions, ticket, self.failure)
+        uses = self._uses(set(frames))
         for name, frame in frames.items():
             if frame is None:
                 continue
             stage = self._table_stages[name]
-            change = epoch.run_stage(stage, table_directory(self.root, name) / stage.name, [frame])
+            directory = table_directory(self.root, name) / stage.name
+            # A change read once is chained into its reader's job; else it runs now, once.
+            change = epoch.run_stage(stage, directory, [frame], checkpoint=uses[name] != 1)
             if change is not None:
                 epoch.changes[name] = change
         changed: dict[str, str] = {}
@@ -314,15 +325,27 @@ class SparkModeSession(Session):
             )
             if change is None:
                 continue
-            epoch.changes[view.name] = change
-            changed[view.name] = self._collect(view.name, change)
+            collected = change.toArrow()  # the job that runs the view's stages
+            changed[view.name] = self._collect(view.name, collected)
+            epoch.changes[view.name] = self.spark.createDataFrame(
+                collected, schema=spark_struct(view.schema)
+            )
         return changed
 
-    def _collect(self, view: str, change: DataFrame) -> str:
-        """Bring a view's change to the driver (DuckDB types); returns its temp table."""
+    def _uses(self, tables: set[str]) -> dict[str, int]:
+        """How many stage inputs read each table's change this epoch (views on views included)."""
+        uses = dict.fromkeys(tables, 0)
+        for view in self.views.values():
+            for source, count in source_uses(self._view_stages[view.name]).items():
+                if source in uses:
+                    uses[source] += count
+        return uses
+
+    def _collect(self, view: str, collected: pa.Table) -> str:
+        """Keep a view's change (wire) on the driver with DuckDB types; returns its temp table."""
         schema = self.views[view].schema
         scratch = self.names.change(view)
-        self.con.register("__ivm_collected", change.toArrow())
+        self.con.register("__ivm_collected", collected)
         try:
             self.con.execute(
                 f"CREATE OR REPLACE TEMP TABLE {scratch} AS "
@@ -343,8 +366,8 @@ class SparkModeSession(Session):
     def _store_directory(self, name: str) -> Path:
         """The stage whose trace holds the contents of table or view ``name``."""
         if name in self.tables:
-            return table_directory(self.root, name) / "table"
-        return view_directory(self.root, name) / "output"
+            return table_directory(self.root, name) / self._table_stages[name].name
+        return view_directory(self.root, name) / self._view_stages[name][-1].name
 
     def _schema_of(self, name: str) -> Schema:
         return self.tables[name].schema if name in self.tables else self.views[name].schema

@@ -19,16 +19,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import duckdb
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from ivm.render import consolidate_sql, expand_sql
-from ivm.schema import Column, Schema, quote
+from ivm.schema import Column, Schema
+from ivm.stage_task import CONTENTS_TRACE
 from ivm.wire import arrow_schema, conform, to_wire_sql
-from storage.partitions import partition_files
+from storage.partitions import open_partition, partition_files
 
-TRACE = quote("__ivm_in0")  # the trace of a table stage and of a view's output stage
+TRACE = CONTENTS_TRACE
 
 
 @dataclass
@@ -83,7 +83,7 @@ def read_partition(file: Path, schema: Schema, form: str) -> pa.Table:
         wire = pa.schema([pa.field(n, f.type) for n, f in zip(names, wire, strict=False)])
     else:
         sql = to_wire_sql(live, schema)
-    con = duckdb.connect(str(file), read_only=True)
+    con = open_partition(file, read_only=True)
     try:
         table = con.sql(sql).to_arrow_table()
     finally:
