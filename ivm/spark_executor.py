@@ -1,12 +1,12 @@
 """The Spark executor: runs stages (``ivm.stages``) as Spark jobs, one epoch at a time.
 
 Per stage and epoch: the stage's input changes (Spark DataFrames) are brought
-into one *wide* DataFrame, hash-partitioned by the stage's key with
-``repartition(P, key)``, and each partition is handed to
-``ivm.stage_task.apply_partition`` by ``mapInArrow``; partition ``k`` of the
-shuffle is partition file ``k`` of the stage. The stage's output is
-checkpointed (``localCheckpoint``) so that the stages reading it do not run it
-again.
+into one *wide* DataFrame whose column ``__p`` is each row's bucket,
+``pmod(hash(key), P)``; it is shuffled so that bucket ``b`` lands in shuffle
+partition ``b`` (``repartition`` by a per-bucket salt) and ``mapInArrow`` hands
+each bucket's rows to ``ivm.stage_task.apply_partition``, which applies them to
+partition file ``b``. Stages are chained lazily: a view's stages run as one
+Spark job when its change is collected; a change read twice is checkpointed.
 
 Linear operators between stages (filter, project, UNION ALL) run in
 ``mapInArrow`` too, as DuckDB SQL over each Arrow batch: no state, no shuffle.
@@ -26,6 +26,7 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 from py4j.protocol import Py4JJavaError
 from pyspark import TaskContext
 from pyspark.errors import PySparkException
@@ -79,6 +80,12 @@ def spark_struct(
     return T.StructType(fields)
 
 
+BUCKET = "__p"
+"""Column of a stage's input holding the partition (bucket) each row belongs to."""
+
+_SALTS: dict[int, list[int]] = {}
+
+
 @dataclass(frozen=True)
 class FailurePoint:
     """Test hook: tasks of the stages whose directory contains ``stage`` raise.
@@ -103,21 +110,26 @@ def _stage_task(
     failure: FailurePoint | None,
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
-    context = TaskContext.get()
-    assert context is not None
     received = list(batches)
-    wide = pa.Table.from_batches(received) if received else None
+    if not received:
+        return
+    wide = pa.Table.from_batches(received)
+    context = TaskContext.get()
+    attempt = context.attemptNumber() if context is not None else 0
     fail = (
         failure is not None
         and failure.stage in directory
-        and (failure.attempts is None or context.attemptNumber() in failure.attempts)
+        and (failure.attempts is None or attempt in failure.attempts)
     )
     if fail and failure is not None and not failure.after_write:
         raise InjectedFailure(f"injected failure before writing {directory}")
-    output = apply_partition(stage, Path(directory), context.partitionId(), ticket, wide)
+    # The bucket travels with the rows: Spark's task and partition numbers change when
+    # stages are chained (a union renumbers its inputs' partitions).
+    for bucket in sorted(pc.unique(wide.column(BUCKET)).to_pylist()):
+        rows = wide.filter(pc.equal(wide.column(BUCKET), bucket))
+        yield from apply_partition(stage, Path(directory), bucket, ticket, rows).to_batches()
     if fail:
         raise InjectedFailure(f"injected failure after writing {directory}")
-    yield from output.to_batches()
 
 
 def _linear_task(
@@ -171,8 +183,8 @@ class SparkEpoch:
         if wide is None:
             return None
         if stage.partitioned:
-            keys = [F.col(f"__k{m}") for m in range(len(stage.inputs[0].key))]
-            wide = wide.repartition(self.partitions, *keys)
+            salts = F.array(*[F.lit(s).cast("long") for s in self._salts()])
+            wide = wide.repartition(self.partitions, F.element_at(salts, F.col(BUCKET) + 1))
         else:
             wide = wide.repartition(1)
         task = functools.partial(_stage_task, stage, str(directory), self.ticket, self.failure)
@@ -249,29 +261,56 @@ class SparkEpoch:
         return source.mapInArrow(task, spark_struct(op.node.schema))
 
     def _wide(self, stage: Stage, inputs: list[DataFrame | None]) -> DataFrame | None:
-        """One DataFrame of every input's change: ``__i``, the hashed key, all inputs' columns."""
+        """One DataFrame of every input's change: ``__i``, the bucket ``__p`` (the hashed
+        key modulo the partition count), all inputs' columns, the weight.
+
+        In a backfill every bucket gets one row (``__i`` = -1, weight 0), so that every
+        partition file is created even where no row lands.
+        """
         wires = [wire_types(s.schema, f"stage {stage.name}") for s in stage.inputs]
         parts = []
         for i, frame in enumerate(inputs):
             if frame is None:
                 continue
             own = stage.inputs[i]
-            columns = [F.lit(i).cast("int").alias("__i")]
-            for m, name in enumerate(own.key):
+            keys = []
+            for name in own.key:
                 j = own.schema.names.index(name)
                 value = F.col(f"c{j}")
-                if wires[i][j].numeric:
-                    value = value.cast("double") + F.lit(0.0)
-                columns.append(value.alias(f"__k{m}"))
+                keys.append(value.cast("double") + F.lit(0.0) if wires[i][j].numeric else value)
+            bucket = F.pmod(F.hash(*keys), F.lit(self.partitions)) if keys else F.lit(0)
+            columns = [F.lit(i).cast("int").alias("__i"), bucket.cast("int").alias(BUCKET)]
             for other, types in enumerate(wires):
                 for j, wire in enumerate(types):
                     value = F.col(f"c{j}") if other == i else F.lit(None).cast(spark_type(wire))
                     columns.append(value.alias(f"i{other}_c{j}"))
             columns.append(F.col(WEIGHT))
             parts.append(frame.select(*columns))
+        if self.ticket.backfill:
+            buckets = self.partitions if stage.partitioned else 1
+            columns = [F.lit(-1).cast("int").alias("__i"), F.col("id").cast("int").alias(BUCKET)]
+            for other, types in enumerate(wires):
+                for j, wire in enumerate(types):
+                    columns.append(F.lit(None).cast(spark_type(wire)).alias(f"i{other}_c{j}"))
+            columns.append(F.lit(0).cast("long").alias(WEIGHT))
+            parts.append(self.spark.range(buckets).select(*columns))
         if not parts:
             return None
         return functools.reduce(DataFrame.unionAll, parts)
+
+    def _salts(self) -> list[int]:
+        """For each bucket b, a BIGINT that Spark's shuffle sends to partition b."""
+        if self.partitions not in _SALTS:
+            found = (
+                self.spark.range(0, 64 * self.partitions)
+                .select("id", F.pmod(F.hash("id"), F.lit(self.partitions)).alias("b"))
+                .groupBy("b")
+                .agg(F.min("id").alias("salt"))
+                .collect()
+            )
+            salts = {int(r["b"]): int(r["salt"]) for r in found}
+            _SALTS[self.partitions] = [salts[b] for b in range(self.partitions)]
+        return _SALTS[self.partitions]
 
 
 def stage_output_uses(stages: list[Stage]) -> dict[int, int]:

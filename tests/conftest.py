@@ -1,4 +1,5 @@
-"""Makes the test helpers importable as top-level packages (``from oracle.harness import …``).
+"""Makes the test helpers importable as top-level packages (``from oracle.harness import …``),
+and gives Spark-mode tests one shared local SparkSession (``spark``).
 
 The project root goes on ``sys.path`` too: with ``tests/`` on the path, the test
 folders ``tests/ivm`` & co. (no ``__init__.py``) would otherwise be found as
@@ -9,10 +10,44 @@ anywhere on the path wins over a namespace package.
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 TESTS = Path(__file__).resolve().parent
 for folder in (str(TESTS.parent), str(TESTS)):
     if folder not in sys.path:
         sys.path.insert(0, folder)
+
+
+SPARK_PARTITIONS = 3
+"""Partitions of every Spark-mode session in the tests (more than the 2 local cores)."""
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local Spark for the whole run: 2 cores, and up to 4 attempts per task.
+
+    (Plain ``local[2]`` never retries a failed task; the exactly-once tests need
+    Spark to retry.) Python workers run this interpreter, so they import the same
+    packages as the tests.
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2,4]")
+        .appName("ivm-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", str(SPARK_PARTITIONS))
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

@@ -14,10 +14,12 @@ import contextlib
 import datetime
 import os
 from decimal import Decimal
+from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
+from conftest import SPARK_PARTITIONS
 from oracle.harness import MODES, Epoch, Harness, run_workload
 
 import ivm
@@ -424,3 +426,82 @@ def test_double_sum_after_deleting_an_extreme_value(value: float) -> None:
         harness.apply(Epoch.of({"events": [("delete", (1, value, "x"))]}))
     finally:
         harness.close()
+
+
+# --- the same constructs in Spark mode ----------------------------------------------------
+
+SPARK_VIEWS: dict[str, list[str]] = {
+    # A representative of every construct above (views_on_views in full); each group
+    # is one Spark-mode session, checked against DuckDB after every epoch like the rest.
+    "arithmetic": ["order_math"],
+    "case_cast_coalesce": ["order_kinds"],
+    "string_functions": ["order_strings"],
+    "date_functions": ["order_dates"],
+    "where": ["busy", "positive"],
+    "join_two": ["with_region", "events_orders"],
+    "join_non_equi": ["cheaper_events"],
+    "join_three": ["three"],
+    "self_join": ["order_pairs"],
+    "group_by": ["per_customer", "per_k_tag"],
+    "having": ["repeat_customers"],
+    "group_by_expression": ["month_parity"],
+    "distinct": ["customer_qty", "joined_regions"],
+    "union_all": ["labels"],
+    "union": ["names"],
+    "cte": ["used_twice", "chained"],
+    "derived_table": ["joined_derived"],
+    "order_by": ["totals"],
+    "views_on_views": ["enriched", "region_totals", "busy_regions", "customer_totals",
+                       "joined_views"],
+    "join_shapes": ["theta", "crossed", "four_way", "null_safe"],
+    "aggregate_shapes": ["global_over_join", "over_union", "by_double"],
+    "union_widening": ["three_way"],
+    "min_max": ["order_extremes", "global_extremes"],
+}
+SPARK_GROUPS = {
+    "scalar_and_filters": ["arithmetic", "case_cast_coalesce", "string_functions",
+                           "date_functions", "where", "union_all", "union", "union_widening"],
+    "joins": ["join_two", "join_non_equi", "join_three", "self_join", "join_shapes", "cte"],
+    "aggregates": ["group_by", "having", "group_by_expression", "distinct", "derived_table",
+                   "order_by", "views_on_views", "aggregate_shapes", "min_max"],
+}
+SPARK_EPOCHS = 5
+
+
+def _spark_views(cases: list[str]) -> dict[str, str]:
+    views = {}
+    for case in cases:
+        for name in SPARK_VIEWS[case]:
+            # views_on_views reads its own views by name; the others get unique names.
+            views[name if case == "views_on_views" else f"{case}__{name}"] = CASES[case][1][name]
+    return views
+
+
+def test_spark_cases_cover_every_construct() -> None:
+    assert set(SPARK_VIEWS) == set(CASES)
+    assert sorted(c for cases in SPARK_GROUPS.values() for c in cases) == sorted(CASES)
+
+
+@pytest.mark.parametrize("group", list(SPARK_GROUPS))
+@settings(RANDOM_CDC, max_examples=1)
+@given(data=st.data())
+def test_construct_on_spark(group: str, data: st.DataObject, spark: Any,
+                            tmp_path_factory: pytest.TempPathFactory) -> None:
+    # Hypothesis tries the simplest workload first (one tiny insert per epoch); Spark
+    # epochs cost seconds, so only random workloads are run.
+    assume(data.draw(st.integers(0, 3), label="a random workload") > 0)
+    directory = tmp_path_factory.mktemp(f"spark-{group}")
+    run_workload([ORDERS, CUSTOMERS, EVENTS], _spark_views(SPARK_GROUPS[group]), data,
+                 epochs=SPARK_EPOCHS,
+                 connect=lambda: ivm.connect(directory, spark=spark, partitions=SPARK_PARTITIONS))
+
+
+@settings(RANDOM_CDC, max_examples=1)
+@given(data=st.data())
+def test_global_aggregate_on_spark(data: st.DataObject, spark: Any,
+                                   tmp_path_factory: pytest.TempPathFactory) -> None:
+    assume(data.draw(st.integers(0, 3), label="a random workload") > 0)
+    directory = tmp_path_factory.mktemp("spark-global")
+    run_workload([ORDERS, EVENTS], GLOBAL_VIEWS, data, epochs=SPARK_EPOCHS,
+                 modes=(*MODES, "clear", "clear"),
+                 connect=lambda: ivm.connect(directory, spark=spark, partitions=SPARK_PARTITIONS))
