@@ -17,9 +17,9 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from conftest import SPARK_PARTITIONS
 from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
-from conftest import SPARK_PARTITIONS
 from oracle.harness import MODES, Epoch, Harness, run_workload
 
 import ivm
