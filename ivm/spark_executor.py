@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import re
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,6 +98,15 @@ class FailurePoint:
     stage: str
     after_write: bool = True
     attempts: tuple[int, ...] | None = (0,)
+    marker: str | None = None  # a directory where each injected failure leaves a file
+
+    def raise_in(self, directory: str, attempt: int) -> None:
+        """Raise InjectedFailure (leaving a marker file when asked)."""
+        where = "after" if self.after_write else "before"
+        if self.marker is not None:
+            name = f"{uuid.uuid4().hex}-attempt{attempt}"
+            (Path(self.marker) / name).write_text(directory)
+        raise InjectedFailure(f"injected failure {where} writing {directory} (attempt {attempt})")
 
 
 class InjectedFailure(RuntimeError):
@@ -122,14 +132,14 @@ def _stage_task(
         and (failure.attempts is None or attempt in failure.attempts)
     )
     if fail and failure is not None and not failure.after_write:
-        raise InjectedFailure(f"injected failure before writing {directory}")
+        failure.raise_in(directory, attempt)
     # The bucket travels with the rows: Spark's task and partition numbers change when
     # stages are chained (a union renumbers its inputs' partitions).
     for bucket in sorted(pc.unique(wide.column(BUCKET)).to_pylist()):
         rows = wide.filter(pc.equal(wide.column(BUCKET), bucket))
         yield from apply_partition(stage, Path(directory), bucket, ticket, rows).to_batches()
-    if fail:
-        raise InjectedFailure(f"injected failure after writing {directory}")
+    if fail and failure is not None:
+        failure.raise_in(directory, attempt)
 
 
 def _linear_task(
@@ -359,6 +369,7 @@ def _conformed(frame: DataFrame, schema: Schema) -> DataFrame:
 
 
 _IVM_ERROR = re.compile(r"ivm\.errors\.(\w+): (.*)")
+_EXCEPTION = re.compile(r"^([\w.]+(?:Error|Exception|Failure)): (.*)$", re.MULTILINE)
 
 
 def translate_error(error: BaseException) -> errors.IvmError | None:
@@ -371,5 +382,8 @@ def translate_error(error: BaseException) -> errors.IvmError | None:
         kind = getattr(errors, match[1], None)
         if isinstance(kind, type) and issubclass(kind, errors.IvmError):
             return kind(match[2].strip())
+    for match in _EXCEPTION.finditer(text):
+        if not match[1].startswith(("java.", "org.", "py4j.", "pyspark.", "scala.")):
+            return errors.ExecutionError(f"a Spark task failed: {match[1]}: {match[2][:2000]}")
     first = next((line for line in text.splitlines() if line.strip()), text)
     return errors.ExecutionError(f"a Spark job failed: {first.strip()[:2000]}")

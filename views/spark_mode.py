@@ -68,7 +68,7 @@ from storage.partitions import (
 )
 from views.batches import normalize_batch
 from views.session import Session, check_read_query
-from views.spark_source import TRACE, IvmDataSource
+from views.spark_source import TRACE, IvmDataSource, has_contents
 
 MODE = "spark"
 
@@ -92,8 +92,9 @@ class SparkModeSession(Session):
         self.spark = spark
         self.partitions = partitions or 0  # settled by _check_mode
         self.failure: FailurePoint | None = None  # test hook: make chosen tasks fail
-        self._table_stages: dict[str, Stage] = {}
-        self._view_stages: dict[str, list[Stage]] = {}
+        # Stages by the circuit (or table schema) object they were cut from: a view
+        # replaced or a DDL rolled back leaves a stale entry, never a wrong one.
+        self._stages: dict[int, tuple[object, list[Stage]]] = {}
         super().__init__(path)
         try:
             self._recover()
@@ -201,7 +202,7 @@ class SparkModeSession(Session):
     def explain(self, view: str) -> str:
         """The incremental circuit of ``view``, then its Spark stages."""
         text = super().explain(view)
-        stages = self._view_stages[self._resolve(view)]
+        stages = self._stages_of(self._resolve(view))
         lines = [f"  {s.describe()}" for s in stages]
         return "\n".join([text, f"spark stages ({self.partitions} partitions):", *lines])
 
@@ -209,11 +210,12 @@ class SparkModeSession(Session):
 
     def _circuit(self, plan: Plan, name: str) -> Circuit:
         circuit = incrementalize(binary_joins(plan), name)
-        self._view_stages[name] = view_stages(circuit)
+        # view_stages refuses types that Spark cannot carry.
+        self._stages[id(circuit)] = (circuit, view_stages(circuit))
         return circuit
 
     def _register_table(self, table: TableSchema) -> None:
-        self._table_stages[table.name] = table_stage(table)
+        self._stages[id(table)] = (table, [table_stage(table)])
         super()._register_table(table)
 
     def _create_table(self, statement: CreateTable) -> None:
@@ -240,7 +242,7 @@ class SparkModeSession(Session):
         for source in view.sources:
             epoch.changes[source] = self._frame(source, form="zset")
         try:
-            output = epoch.run_view(directory, self._view_stages[name])
+            output = epoch.run_view(directory, self._stages_of(name))
             if output is not None:  # run every stage, without bringing the rows to the driver
                 output.write.format("noop").mode("overwrite").save()
         except BaseException as error:
@@ -258,11 +260,9 @@ class SparkModeSession(Session):
             return
         if statement.kind == "VIEW":
             self._stash(view_directory(self.root, name))
-            self.on_commit.append(lambda: self._view_stages.pop(name, None))
         else:
             self._stash(table_directory(self.root, name))
-            self.on_commit.append(lambda: self._table_stages.pop(name, None))
-        self.on_commit.append(lambda: self.spark.catalog.dropTempView(_spark_name(name)))
+        self.on_commit.append(lambda: self.spark.catalog.dropTempView(name))  # the raw name
 
     def _stash(self, directory: Path) -> None:
         """Move ``directory`` aside: deleted when the DDL commits, put back if it rolls back."""
@@ -310,7 +310,7 @@ class SparkModeSession(Session):
         for name, frame in frames.items():
             if frame is None:
                 continue
-            stage = self._table_stages[name]
+            (stage,) = self._stages_of(name)
             directory = table_directory(self.root, name) / stage.name
             # A change read once is chained into its reader's job; else it runs now, once.
             change = epoch.run_stage(stage, directory, [frame], checkpoint=uses[name] != 1)
@@ -321,7 +321,7 @@ class SparkModeSession(Session):
             if not view.sources & set(epoch.changes):
                 continue
             change = epoch.run_view(
-                view_directory(self.root, view.name), self._view_stages[view.name]
+                view_directory(self.root, view.name), self._stages_of(view.name)
             )
             if change is None:
                 continue
@@ -336,7 +336,7 @@ class SparkModeSession(Session):
         """How many stage inputs read each table's change this epoch (views on views included)."""
         uses = dict.fromkeys(tables, 0)
         for view in self.views.values():
-            for source, count in source_uses(self._view_stages[view.name]).items():
+            for source, count in source_uses(self._stages_of(view.name)).items():
                 if source in uses:
                     uses[source] += count
         return uses
@@ -366,8 +366,16 @@ class SparkModeSession(Session):
     def _store_directory(self, name: str) -> Path:
         """The stage whose trace holds the contents of table or view ``name``."""
         if name in self.tables:
-            return table_directory(self.root, name) / self._table_stages[name].name
-        return view_directory(self.root, name) / self._view_stages[name][-1].name
+            return table_directory(self.root, name) / self._stages_of(name)[0].name
+        return view_directory(self.root, name) / self._stages_of(name)[-1].name
+
+    def _stages_of(self, name: str) -> list[Stage]:
+        """The stages of table or view ``name`` as it is now."""
+        source: object = self.tables[name] if name in self.tables else self.views[name].circuit
+        cached = self._stages.get(id(source))
+        if cached is None or cached[0] is not source:
+            raise StateError(f"no Spark stages for {name!r}")  # pragma: no cover
+        return cached[1]
 
     def _schema_of(self, name: str) -> Schema:
         return self.tables[name].schema if name in self.tables else self.views[name].schema
@@ -402,7 +410,8 @@ class SparkModeSession(Session):
                 alias = f"__ivm_r{n}_{k}"
                 path = str(file).replace("'", "''")
                 con.execute(f"ATTACH '{path}' AS {alias} (READ_ONLY)").fetchall()
-                parts.append(f"SELECT * FROM {alias}.{TRACE}")
+                if has_contents(con, alias):  # a file whose first epoch never committed
+                    parts.append(f"SELECT * FROM {alias}.{TRACE}")
             if parts:
                 live = consolidate_sql(" UNION ALL ".join(parts), schema.names, positive_only=True)
                 body = expand_sql(live, schema.names)

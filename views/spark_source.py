@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
@@ -72,6 +73,15 @@ class IvmReader(DataSourceReader):
         yield from read_partition(Path(partition.path), self.schema, self.form).to_batches()
 
 
+def has_contents(con: duckdb.DuckDBPyConnection, database: str | None) -> bool:
+    """True when the partition file (attached as ``database``, or opened) holds contents."""
+    where = f" AND database_name = '{database}'" if database else ""
+    rows = con.execute(
+        f"SELECT 1 FROM duckdb_tables() WHERE table_name = '{TRACE[1:-1]}'{where}"
+    ).fetchall()
+    return bool(rows)
+
+
 def read_partition(file: Path, schema: Schema, form: str) -> pa.Table:
     """Live rows of one partition file on the wire, as ``form`` asks (see the module)."""
     names = schema.names
@@ -85,6 +95,8 @@ def read_partition(file: Path, schema: Schema, form: str) -> pa.Table:
         sql = to_wire_sql(live, schema)
     con = open_partition(file, read_only=True)
     try:
+        if not has_contents(con, None):  # a file whose first epoch never committed
+            return wire.empty_table()
         table = con.sql(sql).to_arrow_table()
     finally:
         con.close()

@@ -1,0 +1,321 @@
+"""Spark mode (API.md, Spark): exactly-once tasks, failed epochs, the Spark SQL catalog,
+Spark DataFrame batches, and its errors. Every scripted epoch is checked by the oracle
+harness against DuckDB's recomputation; the random constructs run in
+tests/test_sql_constructs.py (``test_construct_on_spark``).
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections import Counter
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pytest
+from conftest import SPARK_PARTITIONS
+from oracle.harness import Epoch, Harness, rows_of
+
+import ivm
+from ivm.spark_executor import FailurePoint
+from storage.partitions import PartitionLog
+
+ORDERS = (
+    "CREATE TABLE orders (id BIGINT PRIMARY KEY, customer VARCHAR, amount DECIMAL(12,2), "
+    "qty INTEGER)"
+)
+CUSTOMERS = "CREATE TABLE customers (name VARCHAR PRIMARY KEY, region VARCHAR)"
+VIEWS = {
+    "revenue": "SELECT c.region, SUM(o.amount) AS total, COUNT(*) AS n, MAX(o.qty) AS top "
+               "FROM orders o JOIN customers c ON o.customer = c.name GROUP BY c.region",
+    "big_orders": "SELECT id, customer, amount FROM orders WHERE amount > 5",
+    "order_count": "SELECT COUNT(*) AS n, SUM(qty) AS q FROM orders",
+    "busy": "SELECT region FROM revenue WHERE n > 1",
+}
+
+A, B, C = ("a", "north"), ("b", "south"), ("c", "north")
+
+
+def order(i: int, customer: str | None = "a", amount: str = "7.00", qty: int | None = 1) -> tuple:
+    return (i, customer, Decimal(amount), qty)
+
+
+SCRIPT = [
+    {"customers": [("insert", A), ("insert", B), ("insert", C)],
+     "orders": [("insert", order(1)), ("insert", order(2, "b", "3.00", 2)),
+                ("insert", order(3, "c", "9.50", None))]},
+    {"orders": [("update", order(1), order(1, "b", "1.00", 4)), ("insert", order(4, None))]},
+    {"orders": [("delete", order(2, "b", "3.00", 2))],
+     "customers": [("update", C, ("c", "south"))]},
+    {"orders": [("insert", order(5, "c", "20.00", 3)), ("insert", order(6, "a", "0.50", 7))]},
+]
+
+
+def spark_connect(spark: Any, path: Path) -> Any:
+    return lambda: ivm.connect(path, spark=spark, partitions=SPARK_PARTITIONS)
+
+
+@pytest.fixture
+def harness(spark: Any, tmp_path: Path) -> Any:
+    h = Harness([ORDERS, CUSTOMERS], connect=spark_connect(spark, tmp_path / "state"))
+    h.create_views(VIEWS)
+    yield h
+    h.close()
+
+
+def partition_epochs(root: Path) -> Counter[int]:
+    """How many partition files stand at each epoch."""
+    epochs: Counter[int] = Counter()
+    for file in root.glob("**/part-*.duckdb"):
+        con = duckdb.connect(str(file), read_only=True)
+        try:
+            epochs[PartitionLog(con).epoch] += 1
+        finally:
+            con.close()
+    return epochs
+
+
+# --- exactly once ---------------------------------------------------------------------------
+
+
+def test_tasks_retried_after_writing_apply_their_epoch_once(harness: Any, tmp_path: Path) -> None:
+    # Every task of every stage fails once, after it committed its epoch; Spark
+    # retries it, and the retry must re-emit the stored change, not apply it again.
+    markers = tmp_path / "failures"
+    markers.mkdir()
+    harness.db.failure = FailurePoint(stage="", attempts=(0,), marker=str(markers))
+    for i, ops in enumerate(SCRIPT):
+        harness.apply(Epoch.of(ops, fmt=("rows", "weighted", "debezium", "delta")[i % 4]))
+    failed = list(markers.iterdir())
+    stages = {f.read_text() for f in failed}
+    assert any("/tables/" in s for s in stages) and any("/views/" in s for s in stages), stages
+    assert len(failed) >= 4 * len(SCRIPT), f"only {len(failed)} injected failures"
+
+
+def test_tasks_retried_before_writing(harness: Any) -> None:
+    harness.db.failure = FailurePoint(stage="", after_write=False, attempts=(0, 1))
+    for ops in SCRIPT[:2]:
+        harness.apply(Epoch.of(ops))
+
+
+def test_failed_ingest_applies_nothing_anywhere(harness: Any, tmp_path: Path) -> None:
+    harness.apply(Epoch.of(SCRIPT[0]))
+    db = harness.db
+    # The view stages fail on every attempt: the table stages have applied the epoch
+    # by then, and must be rolled back.
+    db.failure = FailurePoint(stage="v-revenue", attempts=None)
+    with pytest.raises(ivm.IvmError, match="injected failure"):
+        db.ingest({"orders": [{"id": 9, "customer": "a", "amount": Decimal("1.00"), "qty": 1}],
+                   "customers": [{"name": "d", "region": "east"}]})
+    assert db.epoch == 1
+    assert max(partition_epochs(tmp_path / "state")) == 1
+    db.failure = None
+    for ops in SCRIPT[1:]:
+        harness.apply(Epoch.of(ops))  # the oracle never saw the failed batch
+
+
+def test_epoch_left_ahead_by_a_dead_driver_is_rolled_back_when_reopened(
+    harness: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    harness.apply(Epoch.of(SCRIPT[0]))
+    db = harness.db
+    db.failure = FailurePoint(stage="v-busy", attempts=None)
+    monkeypatch.setattr(db, "_recover", lambda: None)  # the driver dies before cleaning up
+    with pytest.raises(ivm.IvmError):
+        db.ingest("orders", [{"id": 9, "customer": "a", "amount": Decimal("8.00"), "qty": 1}])
+    monkeypatch.undo()
+    ahead = partition_epochs(tmp_path / "state")
+    assert ahead[2] > 0, f"no partition applied the failed epoch: {ahead}"
+    harness.reopen()  # recovery rolls those partitions back; reopen checks every relation
+    assert max(partition_epochs(tmp_path / "state")) == 1
+    for ops in SCRIPT[1:3]:
+        harness.apply(Epoch.of(ops))
+
+
+# --- the Spark SQL catalog -----------------------------------------------------------------
+
+
+def _bag(table: pa.Table) -> Counter:
+    return Counter(rows_of(table))
+
+
+def test_views_and_tables_are_read_through_spark_sql(harness: Any, spark: Any) -> None:
+    db = harness.db
+    for ops in SCRIPT[:2]:
+        harness.apply(Epoch.of(ops))
+    for name in [*VIEWS, "orders", "customers"]:
+        read = db.read(name)
+        through_sql = spark.sql(f"SELECT * FROM {name}").toArrow()
+        frame = db.dataframe(name).toArrow()
+        assert through_sql.column_names == read.column_names == frame.column_names
+        assert _bag(through_sql) == _bag(read) == _bag(frame), name
+    # A query over a view sees the current contents after every epoch.
+    harness.apply(Epoch.of(SCRIPT[2]))
+    total = spark.sql("SELECT SUM(n) AS n FROM revenue").toArrow().column("n")[0].as_py()
+    assert total == sum(db.read("revenue").column("n").to_pylist())
+    assert _bag(spark.sql("SELECT * FROM busy").toArrow()) == _bag(db.read("busy"))
+
+
+def test_dropped_views_leave_the_spark_catalog(harness: Any, spark: Any) -> None:
+    harness.db.execute("DROP VIEW busy")
+    assert not spark.catalog.tableExists("busy")
+    assert spark.catalog.tableExists("revenue")
+
+
+def test_odd_names_in_spark_sql(spark: Any, tmp_path: Path) -> None:
+    db = ivm.connect(tmp_path / "odd", spark=spark, partitions=SPARK_PARTITIONS)
+    try:
+        db.execute('CREATE TABLE "my table" ("a b" INTEGER, "c.d" VARCHAR); '
+                   'CREATE VIEW "sum view" AS SELECT "c.d", SUM("a b") AS "s""q" '
+                   'FROM "my table" GROUP BY "c.d"')
+        db.ingest("my table", [{"a b": 1, "c.d": "x"}, {"a b": 2, "c.d": "x"}])
+        got = spark.sql("SELECT * FROM `sum view`").toArrow()
+        assert got.column_names == ["c.d", 's"q']
+        assert _bag(got) == _bag(db.read("sum view")) == Counter({("x", Decimal(3)): 1})
+    finally:
+        db.close()
+
+
+# --- Spark DataFrames as batches ---------------------------------------------------------
+
+
+def test_spark_dataframes_are_batches(harness: Any, spark: Any) -> None:
+    db = harness.db
+    harness.apply(Epoch.of(SCRIPT[0]))
+    schema = "id BIGINT, customer STRING, amount DECIMAL(12,2), qty INT"
+    rows = [(7, "a", Decimal("6.00"), 2), (8, "b", Decimal("4.00"), None)]
+    db.ingest("orders", spark.createDataFrame(rows, schema))
+    harness._apply_to_oracle(Epoch.of({"orders": [("insert", r) for r in rows]}).changes[0])
+    harness.check_tables("after a Spark DataFrame of inserts")
+    harness.check_views("after a Spark DataFrame of inserts")
+    # A weighted DataFrame: delete one row, update another (its columns in another order).
+    weighted = spark.createDataFrame(
+        [(-1, 7, "a", Decimal("6.00"), 2), (-1, 8, "b", Decimal("4.00"), None),
+         (1, 8, "c", Decimal("40.00"), 5)],
+        f"__w BIGINT, {schema}",
+    )
+    db.ingest("orders", weighted)
+    ops = [("delete", rows[0]), ("update", rows[1], (8, "c", Decimal("40.00"), 5))]
+    harness._apply_to_oracle(Epoch.of({"orders": ops}).changes[0])
+    harness.check_tables("after a weighted Spark DataFrame")
+    harness.check_views("after a weighted Spark DataFrame")
+    assert db.epoch == 3
+
+
+def test_bad_spark_dataframes_are_rejected_whole(harness: Any, spark: Any) -> None:
+    db = harness.db
+    harness.apply(Epoch.of(SCRIPT[0]))
+    before = {n: _bag(db.read(n)) for n in [*VIEWS, "orders"]}
+    missing = spark.createDataFrame([(10, "a")], "id BIGINT, customer STRING")
+    with pytest.raises(ivm.SchemaError, match="amount"):
+        db.ingest("orders", missing)
+    lossy = spark.createDataFrame([(10.5, "a", Decimal("1.00"), 1)],
+                                  "id DOUBLE, customer STRING, amount DECIMAL(12,2), qty INT")
+    with pytest.raises(ivm.SchemaError):
+        db.ingest("orders", lossy)
+    duplicate = spark.createDataFrame([(1, "a", Decimal("1.00"), 1)],
+                                      "id BIGINT, customer STRING, amount DECIMAL(12,2), qty INT")
+    with pytest.raises(ivm.ConstraintError, match="duplicate primary key"):
+        db.ingest("orders", duplicate)
+    assert db.epoch == 1
+    assert {n: _bag(db.read(n)) for n in [*VIEWS, "orders"]} == before
+
+
+# --- constraints, DDL and state --------------------------------------------------------------
+
+
+def test_constraint_errors_change_nothing(harness: Any) -> None:
+    db = harness.db
+    harness.apply(Epoch.of(SCRIPT[0]))
+    with pytest.raises(ivm.ConstraintError, match="not there"):
+        db.ingest("orders", [{"id": 42, "customer": "a", "amount": Decimal("1.00"), "qty": 1,
+                              "__w": -1}])
+    with pytest.raises(ivm.ConstraintError, match="duplicate primary key"):
+        db.ingest({"orders": [{"id": 1, "customer": "z", "amount": Decimal("1.00"), "qty": 1}],
+                   "customers": [{"name": "z", "region": "west"}]})
+    assert db.epoch == 1
+    harness.check_tables("after rejected batches")
+    harness.check_views("after rejected batches")
+    # Upsert replaces the row with the same key.
+    db.ingest("orders", [{"id": 1, "customer": "c", "amount": Decimal("2.00"), "qty": 9}],
+              mode="upsert")
+    harness._apply_to_oracle(Epoch.of({"orders": [
+        ("update", order(1), order(1, "c", "2.00", 9))]}).changes[0])
+    harness.check_tables("after an upsert")
+    harness.check_views("after an upsert")
+
+
+def test_ddl_scripts_are_atomic(harness: Any, spark: Any) -> None:
+    db = harness.db
+    harness.apply(Epoch.of(SCRIPT[0]))
+    with pytest.raises(ivm.IvmError):
+        db.execute("CREATE VIEW extra AS SELECT id FROM orders; DROP VIEW busy; "
+                   "CREATE VIEW broken AS SELECT nope FROM orders")
+    assert "extra" not in db.views and not spark.catalog.tableExists("extra")
+    harness.check_views("after a failed script")  # busy is still there, files included
+    db.execute("CREATE OR REPLACE VIEW big_orders AS SELECT id, amount FROM orders "
+               "WHERE amount > 8")
+    harness.views["big_orders"] = "SELECT id, amount FROM orders WHERE amount > 8"
+    harness.oracle.execute("CREATE OR REPLACE VIEW big_orders AS "
+                           "SELECT id, amount FROM orders WHERE amount > 8")
+    harness.applied["big_orders"] = Counter(rows_of(db.read("big_orders")))
+    harness.apply(Epoch.of(SCRIPT[1]))
+
+
+def test_explain_lists_the_spark_stages(harness: Any) -> None:
+    text = harness.db.explain("revenue")
+    assert f"spark stages ({SPARK_PARTITIONS} partitions)" in text
+    assert "join: in0 by [o.customer]; in1 by [c.name]" in text
+    assert "aggregate: in0 by [__k0]" in text and "stores the view" in text
+
+
+def test_state_is_reopened_with_its_partitions(spark: Any, tmp_path: Path) -> None:
+    path = tmp_path / "state"
+    with pytest.raises(ivm.StateError, match="path"):
+        ivm.connect(spark=spark)
+    with pytest.raises(ivm.IvmError, match="Spark mode only"):
+        ivm.connect(path, partitions=4)
+    db = ivm.connect(path, spark=spark, partitions=2)
+    db.execute(ORDERS)
+    db.ingest("orders", [{"id": 1, "customer": "a", "amount": Decimal("1.00"), "qty": 1}])
+    db.close()
+    with pytest.raises(ivm.StateError, match="2 partitions"):
+        ivm.connect(path, spark=spark, partitions=3)
+    with pytest.raises(ivm.StateError, match="Spark mode"):
+        ivm.connect(path)
+    db = ivm.connect(path, spark=spark)  # the stored partition count
+    try:
+        assert db.partitions == 2 and db.epoch == 1
+        assert db.read("orders").num_rows == 1
+    finally:
+        db.close()
+    embedded = tmp_path / "embedded"
+    ivm.connect(embedded).close()
+    with ivm.connect(embedded) as e:
+        e.execute(ORDERS)
+    with pytest.raises(ivm.StateError, match="embedded mode"):
+        ivm.connect(embedded, spark=spark)
+
+
+def test_types_spark_cannot_carry_are_refused(spark: Any, tmp_path: Path) -> None:
+    db = ivm.connect(tmp_path / "state", spark=spark, partitions=SPARK_PARTITIONS)
+    try:
+        with pytest.raises(ivm.UnsupportedSQL, match="INTERVAL"):
+            db.execute("CREATE TABLE t (id INTEGER, gap INTERVAL)")
+        assert "t" not in db.tables
+        db.execute("CREATE TABLE t (id INTEGER, ts TIMESTAMP, u UBIGINT, h HUGEINT)")
+        with pytest.raises(ivm.UnsupportedSQL, match="INTEGER\\[\\]"):
+            db.execute("CREATE VIEW v AS SELECT id, [id, id] AS pair FROM t")
+        db.execute("CREATE VIEW w AS SELECT id % 2 AS k, SUM(u) AS su, SUM(h) AS sh, "
+                   "MAX(ts) AS latest FROM t GROUP BY id % 2")
+        big = 2**64 - 1
+        db.ingest("t", [{"id": 1, "ts": datetime.datetime(2024, 1, 1), "u": big,
+                         "h": 10**37}])
+        last = datetime.datetime(2024, 1, 1)
+        assert db.read("w").to_pylist() == [
+            {"k": 1, "su": Decimal(big), "sh": Decimal(10**37), "latest": last}
+        ]
+    finally:
+        db.close()
