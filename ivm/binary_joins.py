@@ -23,11 +23,22 @@ from ivm.schema import Schema
 
 
 def binary_joins(plan: Plan) -> Plan:
-    """``plan`` with every join of more than two inputs split into binary joins."""
+    """``plan`` with every join of more than two inputs split into binary joins.
+
+    A filter right above a join joins it first (``FROM a, b WHERE a.k = b.k`` is an
+    inner join on ``a.k = b.k``), so equalities written in WHERE become join keys too.
+    """
     rebuilt: dict[int, Plan] = {}
     for node in plan.walk():
-        inputs = tuple(rebuilt[id(child)] for child in node.inputs)
-        new = _with_inputs(node, inputs)
+        if isinstance(node, Filter) and isinstance(node.input, Join):
+            join = node.input
+            new: Plan = Join(
+                schema=join.schema,
+                relations=tuple(rebuilt[id(r)] for r in join.relations),
+                condition=_and(_conjuncts(join.condition) + _conjuncts(node.predicate)),
+            )
+        else:
+            new = _with_inputs(node, tuple(rebuilt[id(child)] for child in node.inputs))
         if isinstance(new, Join) and len(new.relations) > 2:
             new = _split(new)
         rebuilt[id(node)] = new
@@ -52,9 +63,14 @@ def _replace(node: Plan, **changes: object) -> Plan:
 
 
 def _conjuncts(condition: exp.Expression | None) -> list[exp.Expression]:
+    """The terms of a conjunction, however its ANDs are nested or parenthesized."""
     if condition is None:
         return []
-    return list(condition.flatten()) if isinstance(condition, exp.And) else [condition]
+    while isinstance(condition, exp.Paren):
+        condition = condition.this
+    if isinstance(condition, exp.And):
+        return _conjuncts(condition.this) + _conjuncts(condition.expression)
+    return [condition]
 
 
 def _columns(expression: exp.Expression) -> set[str]:

@@ -86,7 +86,12 @@ def apply_partition(
             output = _read_output(con, stage, out_schema)
             con.execute("ROLLBACK").fetchall()
             return output
-        if log.epoch > ticket.committed:
+        if log.epoch > ticket.epoch:
+            raise ExecutionError(
+                f"stage {stage.name}, partition {bucket}: a task of epoch {ticket.epoch} "
+                f"came after the partition applied epoch {log.epoch}; it is refused"
+            )
+        if log.epoch > ticket.committed:  # an attempt of this epoch that was never committed
             log.roll_back()
         log.begin()
         changes = _load_inputs(con, stage, wide, everything=log.fresh)

@@ -22,6 +22,7 @@ one epoch at a time and commits it only after every stage succeeded.
 
 from __future__ import annotations
 
+import hashlib
 import time
 import urllib.parse
 from collections.abc import Sequence
@@ -39,9 +40,19 @@ OUT = "__ivm_out"
 TAILS = "__ivm_tails"
 
 
+MAX_NAME_BYTES = 200
+"""Longer encoded names are cut and given a digest of the whole name (file systems stop
+at 255 bytes)."""
+
+
 def encode(name: str) -> str:
-    """A file name for a table or view name: percent-encoded, never '.', '..' or empty."""
-    return urllib.parse.quote(name, safe="")
+    """A file name for a table or view name: percent-encoded ('.' too, so never '.' or
+    '..'), never empty, never longer than MAX_NAME_BYTES, distinct for distinct names."""
+    encoded = urllib.parse.quote(name, safe="").replace(".", "%2E") or "%"
+    if len(encoded) > MAX_NAME_BYTES:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:32]
+        encoded = f"{encoded[: MAX_NAME_BYTES - 33]}~{digest}"
+    return encoded
 
 
 def table_directory(root: Path, table: str) -> Path:

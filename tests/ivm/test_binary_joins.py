@@ -138,9 +138,7 @@ def test_every_join_becomes_binary(con: duckdb.DuckDBPyConnection, name: str) ->
     assert joins(rewritten), "the corpus query has a join"
     for join in joins(rewritten):
         assert len(join.relations) == 2
-        assert join.schema.columns == tuple(
-            c for r in join.relations for c in r.schema.columns
-        )
+        assert join.schema.columns == tuple(c for r in join.relations for c in r.schema.columns)
 
 
 def wide_joins(plan: Plan) -> list[Join]:
@@ -189,7 +187,7 @@ def test_star_join_gives_binary_joins_each_with_an_equi_key(
         keys = op.equi_keys()
         assert len(keys) == 1
         left, right = (set(r.schema.names) for r in op.node.relations)
-        (a, b), = keys
+        ((a, b),) = keys
         assert (a in left and b in right) or (a in right and b in left)
         found.append(frozenset((a, b)))
     assert set(found) == {frozenset(("o.c", "cu.id")), frozenset(("o.p", "pr.id"))}
@@ -214,12 +212,6 @@ def test_next_relation_is_one_connected_by_an_equality(con: duckdb.DuckDBPyConne
     assert any(isinstance(n, Project) and n.input in joins(rewritten) for n in rewritten.walk())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="binary_joins splits the condition with And.flatten(), which keeps a "
-    "parenthesized multi-conjunct ON clause (a AND b) as one conjunct: its equalities are "
-    "not seen when choosing the next relation, so a cross product is chosen instead",
-)
 def test_equalities_inside_a_multi_conjunct_on_clause_choose_the_order(
     con: duckdb.DuckDBPyConnection,
 ) -> None:
@@ -231,11 +223,6 @@ def test_equalities_inside_a_multi_conjunct_on_clause_choose_the_order(
     assert all(op.equi_keys() for op in delta_joins)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="equalities in WHERE stay in a Filter above the join (no pushdown), so "
-    "FROM a, b, c WHERE a.k = b.k AND b.v = c.k becomes two cross products",
-)
 def test_where_equalities_give_equi_keys(con: duckdb.DuckDBPyConnection) -> None:
     circuit = incrementalize(binary_joins(plan_of(con, QUERIES["where_equalities"])), "v")
     delta_joins = [op for op in circuit.operators if isinstance(op, DeltaJoin)]
@@ -275,8 +262,11 @@ def test_shared_subplan_stays_one_node(con: duckdb.DuckDBPyConnection) -> None:
     # the CTE's 3-way join became two binary joins, once; the outer 3-way join two more
     assert len(joins(plan)) == 2
     assert len(joins(rewritten)) == 4
-    uses = [n for n in rewritten.walk() if isinstance(n, Project) and n.schema.names[:1]
-            in (["x.k"], ["y.k"])]
+    uses = [
+        n
+        for n in rewritten.walk()
+        if isinstance(n, Project) and n.schema.names[:1] in (["x.k"], ["y.k"])
+    ]
     assert len(uses) == 2
     assert uses[0].input is uses[1].input
     # both uses read one operator in the circuit too

@@ -249,8 +249,19 @@ def test_carriers(type_: str, carrier: str, spark: str) -> None:
 def test_numeric_types_are_the_numbers() -> None:
     numeric = {t for t in VALUES if wire_type(t).numeric}
     assert numeric == {
-        "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER",
-        "UBIGINT", "HUGEINT", "FLOAT", "DOUBLE", "DECIMAL(4,1)", "DECIMAL(18,3)",
+        "TINYINT",
+        "SMALLINT",
+        "INTEGER",
+        "BIGINT",
+        "UTINYINT",
+        "USMALLINT",
+        "UINTEGER",
+        "UBIGINT",
+        "HUGEINT",
+        "FLOAT",
+        "DOUBLE",
+        "DECIMAL(4,1)",
+        "DECIMAL(18,3)",
         "DECIMAL(38,10)",
     }
 

@@ -8,7 +8,9 @@ negation of what that epoch appended), whatever compaction did in between, and
 from __future__ import annotations
 
 import random
+import urllib.parse
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,7 +75,9 @@ ODD_NAMES = [
 
 
 @pytest.mark.parametrize("directory", [table_directory, view_directory])
-def test_odd_names_stay_inside_their_directory(tmp_path: Path, directory) -> None:
+def test_odd_names_stay_inside_their_directory(
+    tmp_path: Path, directory: Callable[[Path, str], Path]
+) -> None:
     parent = directory(tmp_path, "x").parent
     for name in ODD_NAMES:
         path = directory(tmp_path, name)
@@ -98,10 +102,9 @@ def test_odd_names_never_collide(tmp_path: Path) -> None:
 
 
 def test_encode_is_reversible() -> None:
-    import urllib.parse
-
     for name in ODD_NAMES:
-        assert urllib.parse.unquote(encode(name)) == name
+        if name and len(encode(name)) < 200:  # long names are cut and given a digest
+            assert urllib.parse.unquote(encode(name)) == name
 
 
 def test_tables_and_views_of_one_name_are_apart(tmp_path: Path) -> None:
@@ -109,24 +112,11 @@ def test_tables_and_views_of_one_name_are_apart(tmp_path: Path) -> None:
     assert view_directory(tmp_path, "x") == tmp_path / "views" / "v-x"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="encode() returns '.', '..' and '' unchanged (urllib.parse.quote keeps '.'), "
-    "although its docstring promises it never does; paths are safe only thanks to the "
-    "t-/v- prefixes",
-)
 @pytest.mark.parametrize("name", [".", "..", ""])
 def test_encode_never_gives_a_special_file_name(name: str) -> None:
     assert encode(name) not in (".", "..", "")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=OSError,
-    reason="percent-encoding triples each non-ASCII byte: a 29-character Chinese name "
-    "(87 UTF-8 bytes) becomes a 263-byte directory name, over the 255-byte limit "
-    "of common file systems, so its partition files cannot be created",
-)
 def test_long_unicode_name_gets_a_directory(tmp_path: Path) -> None:
     name = "订单" * 14 + "表"  # 29 characters
     file = partition_file(table_directory(tmp_path, name), 0)
@@ -198,9 +188,7 @@ def rows_sql(rows: list[tuple[str | None, int | None, int]]) -> str:
     return f"SELECT * FROM (VALUES {values}) AS r(k, v, {WEIGHT})"
 
 
-def apply_epoch(
-    file: Path, epoch: int, token: str, batches: dict[str, list[tuple]], output: bool = True
-) -> None:
+def apply_epoch(file: Path, epoch: int, token: str, batches: dict[str, list[tuple]]) -> None:
     """What a task does for one epoch: begin, append to traces, record; one transaction."""
     con = open_partition(file)
     try:
@@ -211,8 +199,7 @@ def apply_epoch(
                 create_trace(con, trace, COLUMNS)
                 log.track(trace)
         log.begin()
-        if output:
-            log.store_output(rows_sql([("out", epoch, 1)]))
+        log.store_output(rows_sql([("out", epoch, 1)]))
         for trace, rows in batches.items():
             log.append(trace, rows_sql(rows))
         log.finish(epoch, token)
@@ -377,8 +364,21 @@ def test_store_output_is_kept_until_the_next_one(tmp_path: Path) -> None:
 
 def test_live_rows_sql_shows_positive_rows_only(tmp_path: Path) -> None:
     file = tmp_path / "p.duckdb"
-    apply_epoch(file, 0, "A", {TRACE: [("a", 1, 2), ("a", 1, -1), ("b", 2, 1), ("b", 2, -1),
-                                       ("c", None, 1), ("d", 4, -1)]})
+    apply_epoch(
+        file,
+        0,
+        "A",
+        {
+            TRACE: [
+                ("a", 1, 2),
+                ("a", 1, -1),
+                ("b", 2, 1),
+                ("b", 2, -1),
+                ("c", None, 1),
+                ("d", 4, -1),
+            ]
+        },
+    )
     con = open_partition(file, read_only=True)
     try:
         rows = con.execute(live_rows_sql(TRACE, ["k", "v"])).fetchall()

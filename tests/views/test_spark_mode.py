@@ -86,18 +86,18 @@ def test_tasks_retried_after_writing_apply_their_epoch_once(harness: Any, tmp_pa
     markers = tmp_path / "failures"
     markers.mkdir()
     harness.db.failure = FailurePoint(stage="", attempts=(0,), marker=str(markers))
-    for i, ops in enumerate(SCRIPT):
-        harness.apply(Epoch.of(ops, fmt=("rows", "weighted", "debezium", "delta")[i % 4]))
-    failed = list(markers.iterdir())
-    stages = {f.read_text() for f in failed}
-    assert any("/tables/" in s for s in stages) and any("/views/" in s for s in stages), stages
-    assert len(failed) >= 4 * len(SCRIPT), f"only {len(failed)} injected failures"
+    for i, ops in enumerate(SCRIPT[:2]):
+        harness.apply(Epoch.of(ops, fmt=("debezium", "weighted")[i]))
+    stages = {f.read_text().rsplit("/", 2)[-2:][0] for f in markers.iterdir()}
+    # Both tables and all four views had a task fail (each stage of a view fails too,
+    # but a view's stages share one directory prefix).
+    assert stages >= {"t-orders", "t-customers", "v-revenue", "v-big_orders", "v-order_count",
+                      "v-busy"}, stages
 
 
 def test_tasks_retried_before_writing(harness: Any) -> None:
-    harness.db.failure = FailurePoint(stage="", after_write=False, attempts=(0, 1))
-    for ops in SCRIPT[:2]:
-        harness.apply(Epoch.of(ops))
+    harness.db.failure = FailurePoint(stage="v-revenue", after_write=False, attempts=(0, 1))
+    harness.apply(Epoch.of(SCRIPT[0]))
 
 
 def test_failed_ingest_applies_nothing_anywhere(harness: Any, tmp_path: Path) -> None:
@@ -121,8 +121,10 @@ def test_epoch_left_ahead_by_a_dead_driver_is_rolled_back_when_reopened(
 ) -> None:
     harness.apply(Epoch.of(SCRIPT[0]))
     db = harness.db
-    db.failure = FailurePoint(stage="v-busy", attempts=None)
-    monkeypatch.setattr(db, "_recover", lambda: None)  # the driver dies before cleaning up
+    # Every stage succeeds, then the driver fails to commit the epoch and dies
+    # before rolling the partitions back.
+    monkeypatch.setattr(db.catalog, "advance_sql", lambda: "UPDATE no_such_table SET x = 1")
+    monkeypatch.setattr(db, "_recover", lambda: None)
     with pytest.raises(ivm.IvmError):
         db.ingest("orders", [{"id": 9, "customer": "a", "amount": Decimal("8.00"), "qty": 1}])
     monkeypatch.undo()
@@ -311,8 +313,10 @@ def test_types_spark_cannot_carry_are_refused(spark: Any, tmp_path: Path) -> Non
         db.execute("CREATE VIEW w AS SELECT id % 2 AS k, SUM(u) AS su, SUM(h) AS sh, "
                    "MAX(ts) AS latest FROM t GROUP BY id % 2")
         big = 2**64 - 1
-        db.ingest("t", [{"id": 1, "ts": datetime.datetime(2024, 1, 1), "u": big,
-                         "h": 10**37}])
+        db.ingest("t", pa.table({
+            "id": pa.array([1], pa.int32()), "ts": [datetime.datetime(2024, 1, 1)],
+            "u": pa.array([big], pa.uint64()), "h": pa.array([10**37], pa.decimal128(38, 0)),
+        }))
         last = datetime.datetime(2024, 1, 1)
         assert db.read("w").to_pylist() == [
             {"k": 1, "su": Decimal(big), "sh": Decimal(10**37), "latest": last}
