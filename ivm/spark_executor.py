@@ -193,8 +193,10 @@ class SparkEpoch:
         if wide is None:
             return None
         if stage.partitioned:
-            salts = F.array(*[F.lit(s).cast("long") for s in self._salts()])
-            wide = wide.repartition(self.partitions, F.element_at(salts, F.col(BUCKET) + 1))
+            salts = ", ".join(f"CAST({s} AS BIGINT)" for s in self._salts())
+            wide = wide.repartition(
+                self.partitions, F.expr(f"element_at(array({salts}), {BUCKET} + 1)")
+            )
         else:
             wide = wide.repartition(1)
         task = functools.partial(_stage_task, stage, str(directory), self.ticket, self.failure)
@@ -275,7 +277,8 @@ class SparkEpoch:
         key modulo the partition count), all inputs' columns, the weight.
 
         In a backfill every bucket gets one row (``__i`` = -1, weight 0), so that every
-        partition file is created even where no row lands.
+        partition file is created even where no row lands. (Columns are given as SQL
+        text: one call into the JVM per input, not one per column.)
         """
         wires = [wire_types(s.schema, f"stage {stage.name}") for s in stage.inputs]
         parts = []
@@ -286,24 +289,23 @@ class SparkEpoch:
             keys = []
             for name in own.key:
                 j = own.schema.names.index(name)
-                value = F.col(f"c{j}")
-                keys.append(value.cast("double") + F.lit(0.0) if wires[i][j].numeric else value)
-            bucket = F.pmod(F.hash(*keys), F.lit(self.partitions)) if keys else F.lit(0)
-            columns = [F.lit(i).cast("int").alias("__i"), bucket.cast("int").alias(BUCKET)]
+                keys.append(f"CAST(c{j} AS DOUBLE) + 0.0" if wires[i][j].numeric else f"c{j}")
+            bucket = f"pmod(hash({', '.join(keys)}), {self.partitions})" if keys else "0"
+            columns = [f"CAST({i} AS INT) AS __i", f"CAST({bucket} AS INT) AS {BUCKET}"]
             for other, types in enumerate(wires):
                 for j, wire in enumerate(types):
-                    value = F.col(f"c{j}") if other == i else F.lit(None).cast(spark_type(wire))
-                    columns.append(value.alias(f"i{other}_c{j}"))
-            columns.append(F.col(WEIGHT))
-            parts.append(frame.select(*columns))
+                    value = f"c{j}" if other == i else f"CAST(NULL AS {wire.spark})"
+                    columns.append(f"{value} AS i{other}_c{j}")
+            columns.append(WEIGHT)
+            parts.append(frame.selectExpr(*columns))
         if self.ticket.backfill:
             buckets = self.partitions if stage.partitioned else 1
-            columns = [F.lit(-1).cast("int").alias("__i"), F.col("id").cast("int").alias(BUCKET)]
+            columns = ["CAST(-1 AS INT) AS __i", f"CAST(id AS INT) AS {BUCKET}"]
             for other, types in enumerate(wires):
                 for j, wire in enumerate(types):
-                    columns.append(F.lit(None).cast(spark_type(wire)).alias(f"i{other}_c{j}"))
-            columns.append(F.lit(0).cast("long").alias(WEIGHT))
-            parts.append(self.spark.range(buckets).select(*columns))
+                    columns.append(f"CAST(NULL AS {wire.spark}) AS i{other}_c{j}")
+            columns.append(f"CAST(0 AS BIGINT) AS {WEIGHT}")
+            parts.append(self.spark.range(buckets).selectExpr(*columns))
         if not parts:
             return None
         return functools.reduce(DataFrame.unionAll, parts)
@@ -364,8 +366,10 @@ def source_uses(stages: list[Stage]) -> dict[str, int]:
 
 def _conformed(frame: DataFrame, schema: Schema) -> DataFrame:
     """``frame`` cast to ``schema``'s wire types (a UNION ALL's inputs may differ in type)."""
-    struct = spark_struct(schema)
-    return frame.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in struct.fields])
+    wires = wire_types(schema, "a relation")
+    return frame.selectExpr(
+        *[f"CAST(c{j} AS {w.spark}) AS c{j}" for j, w in enumerate(wires)], WEIGHT
+    )
 
 
 _IVM_ERROR = re.compile(r"ivm\.errors\.(\w+): (.*)")

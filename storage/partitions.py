@@ -11,8 +11,9 @@ Besides its traces, each file records what makes a task exactly-once:
 
 * ``__ivm_partition(epoch, previous, token)``: the last epoch applied here, the
   epoch applied before it, and the ingest attempt (``token``) that applied it;
-* ``__ivm_undo`` and ``__ivm_undo_<n>``: the rows that epoch appended to each
-  trace, so the epoch can be rolled back if the driver never commits it;
+* ``__ivm_undo_<trace>``: the rows that epoch appended to each trace, so the
+  epoch can be rolled back if the driver never commits it (``__ivm_tails``
+  marks the traces it appended to, and counts appends for compaction);
 * ``__ivm_out``: the partition's output change of that epoch, which a task
   retried by Spark emits again instead of applying the epoch twice.
 
@@ -99,7 +100,12 @@ def open_partition(file: Path, read_only: bool = False) -> duckdb.DuckDBPyConnec
 
 
 class PartitionLog:
-    """Epoch bookkeeping of one partition file; every method runs in the caller's transaction."""
+    """Epoch bookkeeping of one partition file; every method runs in the caller's transaction.
+
+    Each trace ``T`` has an undo table holding the rows the last epoch appended to
+    it, and a row in ``__ivm_tails`` with its compaction counters and a ``dirty``
+    flag (appended to in the last epoch). Nothing is created or dropped per epoch.
+    """
 
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.con = con
@@ -110,8 +116,10 @@ class PartitionLog:
                 f"CREATE TABLE {META} (epoch BIGINT, previous BIGINT, token VARCHAR)"
             ).fetchall()
             con.execute(f"INSERT INTO {META} VALUES (-1, -1, '')").fetchall()
-            con.execute(f"CREATE TABLE {UNDO} (n INTEGER, target VARCHAR)").fetchall()
-            con.execute(f"CREATE TABLE {TAILS} (target VARCHAR, base BIGINT, appended BIGINT)")
+            con.execute(
+                f"CREATE TABLE {TAILS} "
+                "(target VARCHAR, base BIGINT, appended BIGINT, dirty BOOLEAN)"
+            ).fetchall()
         row = fetch_first(con, f"SELECT epoch, previous, token FROM {META}")
         assert row is not None
         self.epoch, self.previous, self.token = int(row[0]), int(row[1]), str(row[2])
@@ -122,19 +130,23 @@ class PartitionLog:
 
     def roll_back(self) -> None:
         """Undo the last epoch: append the negation of every row it appended."""
-        for n, target in self._undo_entries():
-            undo = quote(f"{UNDO}_{n}")
+        for target in self._dirty():
             self.con.execute(
-                f"INSERT INTO {target} SELECT * REPLACE (-{WEIGHT} AS {WEIGHT}) FROM {undo}"
+                f"INSERT INTO {target} SELECT * REPLACE (-{WEIGHT} AS {WEIGHT}) "
+                f"FROM {undo_table(target)}"
             ).fetchall()
-        self._clear_undo()
+        self.begin()
         self.con.execute(f"DROP TABLE IF EXISTS {OUT}").fetchall()
         self.con.execute(f"UPDATE {META} SET epoch = previous, token = ''").fetchall()
         self.epoch, self.token = self.previous, ""
 
     def begin(self) -> None:
         """Start a new epoch here: the previous epoch's undo rows are no longer needed."""
-        self._clear_undo()
+        dirty = self._dirty()
+        for target in dirty:
+            self.con.execute(f"DELETE FROM {undo_table(target)}").fetchall()
+        if dirty:
+            self.con.execute(f"UPDATE {TAILS} SET dirty = false WHERE dirty").fetchall()
 
     def store_output(self, sql: str) -> None:
         """Keep this epoch's output change (computed before any trace is appended to)."""
@@ -142,19 +154,19 @@ class PartitionLog:
 
     def append(self, target: str, rows: str) -> None:
         """Append ``rows`` to trace ``target``, remembering them for a roll-back."""
-        n = len(self._undo_entries())
-        undo = quote(f"{UNDO}_{n}")
-        self.con.execute(f"CREATE TABLE {undo} AS {rows}").fetchall()
-        count = fetch_first(self.con, f"INSERT INTO {target} SELECT * FROM {undo}")
-        self.con.execute(f"INSERT INTO {UNDO} VALUES (?, ?)", [n, target]).fetchall()
+        self.con.execute(f"INSERT INTO {undo_table(target)} {rows}").fetchall()
+        count = fetch_first(self.con, f"INSERT INTO {target} {rows}")
         self.con.execute(
-            f"UPDATE {TAILS} SET appended = appended + ? WHERE target = ?",
+            f"UPDATE {TAILS} SET appended = appended + ?, dirty = true WHERE target = ?",
             [int(count[0]) if count else 0, target],
         ).fetchall()
 
     def track(self, target: str) -> None:
-        """Start tracking the tail of a new trace (for compaction)."""
-        self.con.execute(f"INSERT INTO {TAILS} VALUES (?, 0, 0)", [target]).fetchall()
+        """Start keeping a new trace: its undo table and its compaction counters."""
+        self.con.execute(
+            f"CREATE TABLE {undo_table(target)} AS SELECT * FROM {target} LIMIT 0"
+        ).fetchall()
+        self.con.execute(f"INSERT INTO {TAILS} VALUES (?, 0, 0, false)", [target]).fetchall()
 
     def finish(self, epoch: int, token: str) -> None:
         """Record that ``token`` applied ``epoch`` here."""
@@ -162,19 +174,20 @@ class PartitionLog:
             f"UPDATE {META} SET previous = epoch, epoch = ?, token = ?", [epoch, token]
         ).fetchall()
 
-    def _undo_entries(self) -> list[tuple[int, str]]:
-        rows = self.con.execute(f"SELECT n, target FROM {UNDO} ORDER BY n").fetchall()
-        return [(int(r[0]), str(r[1])) for r in rows]
+    def _dirty(self) -> list[str]:
+        rows = self.con.execute(f"SELECT target FROM {TAILS} WHERE dirty ORDER BY target")
+        return [str(r[0]) for r in rows.fetchall()]
 
-    def _clear_undo(self) -> None:
-        for n, _ in self._undo_entries():
-            self.con.execute(f"DROP TABLE {quote(f'{UNDO}_{n}')}").fetchall()
-        self.con.execute(f"DELETE FROM {UNDO}").fetchall()
+
+def undo_table(target: str) -> str:
+    """The undo table of trace ``target`` (a quoted name)."""
+    return quote(f"{UNDO}_{target[1:-1]}" if target.startswith('"') else f"{UNDO}_{target}")
 
 
 def compact_due(con: duckdb.DuckDBPyConnection, keys: dict[str, Sequence[str]]) -> None:
     """Compact the partition's traces whose appended tail is due (outside any transaction)."""
-    for target, base, appended in con.execute(f"SELECT * FROM {TAILS}").fetchall():
+    rows = con.execute(f"SELECT target, base, appended FROM {TAILS}").fetchall()
+    for target, base, appended in rows:
         if TailSize(int(base), int(appended)).due():
             kept = compact(con, target, keys.get(target, ()))
             con.execute(

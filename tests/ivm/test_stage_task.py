@@ -494,7 +494,7 @@ def test_aggregate_stage_over_epochs_equals_duckdb(
         assert zset(view) == expected, f"epoch {epoch}"
     tables = file_tables(tmp_path)
     assert traces_of(tables)[CONTENTS] == expected
-    compacted = [target for target, base, _ in tables["__ivm_tails"] if base > 0]
+    compacted = [target for target, base, *_ in tables["__ivm_tails"] if base > 0]
     assert bool(compacted) == compacting
 
 
