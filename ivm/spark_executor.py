@@ -38,10 +38,9 @@ from pyspark.sql import types as T
 from ivm import errors
 from ivm.circuit import Linear, Operator, Source
 from ivm.plan import Filter, Project
-from ivm.render import filter_sql, project_sql
 from ivm.schema import WEIGHT, Schema
 from ivm.stage_task import Ticket, apply_partition
-from ivm.stages import Stage
+from ivm.stages import Stage, linear_sql
 from ivm.wire import WireType, arrow_schema, conform, from_wire_sql, to_wire_sql, wire_types
 
 _SPARK_TYPES: dict[str, T.DataType] = {
@@ -210,7 +209,11 @@ class SparkEpoch:
         glued: dict[int, DataFrame | None] = {}
         result = None
         for stage in stages:
-            inputs = [self._glue(s.stream, outputs, glued) for s in stage.inputs if s.stream]
+            inputs = [
+                self._glue(s.carried.leaf if s.carried else s.stream, outputs, glued)
+                for s in stage.inputs
+                if s.stream
+            ]
             shared = stage.produces is not None and uses.get(stage.produces, 0) > 1
             result = self.run_stage(stage, directory / stage.name, inputs, checkpoint=shared)
             if stage.produces is not None:
@@ -261,14 +264,7 @@ class SparkEpoch:
         source = self._glue(leaf, outputs, glued)
         if source is None:
             return None
-        sql = "SELECT * FROM __ivm_leaf"
-        for step in reversed(chain):
-            node = step.node
-            if isinstance(node, Filter):
-                sql = filter_sql(sql, node.predicate)
-            else:
-                assert isinstance(node, Project)
-                sql = project_sql(sql, node.exprs, weighted=True)
+        sql = linear_sql(chain, "SELECT * FROM __ivm_leaf")
         task = functools.partial(_linear_task, sql, leaf.node.schema, op.node.schema)
         return source.mapInArrow(task, spark_struct(op.node.schema))
 
@@ -280,15 +276,15 @@ class SparkEpoch:
         partition file is created even where no row lands. (Columns are given as SQL
         text: one call into the JVM per input, not one per column.)
         """
-        wires = [wire_types(s.schema, f"stage {stage.name}") for s in stage.inputs]
+        wires = [wire_types(s.wire_schema, f"stage {stage.name}") for s in stage.inputs]
         parts = []
         for i, frame in enumerate(inputs):
             if frame is None:
                 continue
             own = stage.inputs[i]
             keys = []
-            for name in own.key:
-                j = own.schema.names.index(name)
+            for name in own.wire_key:
+                j = own.wire_schema.names.index(name)
                 keys.append(f"CAST(c{j} AS DOUBLE) + 0.0" if wires[i][j].numeric else f"c{j}")
             bucket = f"pmod(hash({', '.join(keys)}), {self.partitions})" if keys else "0"
             columns = [f"CAST({i} AS INT) AS __i", f"CAST({bucket} AS INT) AS {BUCKET}"]

@@ -66,7 +66,7 @@ CONTENTS_TRACE = NAMES.relation_trace(CONTENTS)
 
 def wide_columns(stage: Stage, index: int) -> list[str]:
     """Names of input ``index``'s columns in the wide table."""
-    return [f"i{index}_c{j}" for j in range(len(stage.inputs[index].schema.columns))]
+    return [f"i{index}_c{j}" for j in range(len(stage.inputs[index].wire_schema.columns))]
 
 
 def apply_partition(
@@ -121,7 +121,11 @@ def _load_inputs(
             table = quote(f"__ivm_batch{i}")
             if i in present:
                 source = f"SELECT * FROM {WIDE} WHERE __i = {i}"
-                sql = from_wire_sql(source, stage_input.schema, wide_columns(stage, i))
+                sql = from_wire_sql(source, stage_input.wire_schema, wide_columns(stage, i))
+                if stage_input.carried is not None:  # the input's filters and projections
+                    leaf = quote(f"__ivm_leaf{i}")
+                    con.execute(f"CREATE OR REPLACE TEMP TABLE {leaf} AS {sql}").fetchall()
+                    sql = stage_input.carried.sql
             elif everything:
                 sql = empty_relation(stage_input.schema)
             else:

@@ -38,8 +38,24 @@ from ivm.circuit import (
 )
 from ivm.errors import UnsupportedSQL
 from ivm.plan import Filter, Project, Scan
+from ivm.render import filter_sql, project_sql
 from ivm.schema import Schema, TableSchema
 from ivm.wire import wire_type, wire_types
+
+
+@dataclass(frozen=True)
+class Carried:
+    """An input whose filters and projections run inside the stage's task.
+
+    What travels is the change of ``leaf`` (a source, or an earlier stage's output);
+    the task turns it into the input with ``sql`` (over table ``__ivm_leaf<i>``).
+    Possible when the input's key columns are leaf columns passed through as they are.
+    """
+
+    leaf: Operator
+    schema: Schema  # the leaf's columns
+    key: tuple[str, ...]  # the input's key, as leaf columns
+    sql: str
 
 
 @dataclass(frozen=True)
@@ -50,6 +66,17 @@ class StageInput:
     key: tuple[str, ...]  # columns hashed to pick the partition; () means one partition
     kept: bool  # the stage keeps this input's integral (its trace ``in<i>``)
     stream: Operator | None = None  # the view-circuit operator producing it (None: a table)
+    carried: Carried | None = None
+
+    @property
+    def wire_schema(self) -> Schema:
+        """Columns of the rows that travel to the stage for this input."""
+        return self.carried.schema if self.carried else self.schema
+
+    @property
+    def wire_key(self) -> tuple[str, ...]:
+        """The key as columns of the rows that travel."""
+        return self.carried.key if self.carried else self.key
 
 
 @dataclass(frozen=True)
@@ -148,11 +175,74 @@ def view_stages(circuit: Circuit) -> list[Stage]:
                 contents_key=tuple(schema.names),
             )
         )
+    stages = [
+        replace(stage, inputs=tuple(_carry(s, i) for i, s in enumerate(stage.inputs)))
+        for stage in stages
+    ]
     for stage in stages:
         for i, stage_input in enumerate(stage.inputs):
-            wire_types(stage_input.schema, f"view {circuit.view!r}, stage {stage.name} in{i}")
+            what = f"view {circuit.view!r}, stage {stage.name} in{i}"
+            wire_types(stage_input.schema, what)
+            wire_types(stage_input.wire_schema, what)
         wire_types(stage.output, f"view {circuit.view!r}, stage {stage.name}")
     return stages
+
+
+def _carry(stage_input: StageInput, index: int) -> StageInput:
+    """``stage_input`` with its filters and projections moved into the stage, if possible."""
+    chain: list[Operator] = []
+    leaf = stage_input.stream
+    while leaf is not None and isinstance(leaf.node, (Filter, Project)):
+        chain.append(leaf)
+        leaf = leaf.inputs[0]
+    if leaf is None or not chain:
+        return stage_input
+    key = list(stage_input.key)
+    for op in chain:  # from the input down to the leaf
+        node = op.node
+        if isinstance(node, Project):
+            source = op.inputs[0].node.schema
+            exprs = dict(node.exprs)
+            below = []
+            for name in key:
+                found = _passed_through(exprs[name], source, node.schema.type_of(name))
+                if found is None:
+                    return stage_input
+                below.append(found)
+            key = below
+    table = f"__ivm_leaf{index}"
+    return replace(
+        stage_input,
+        carried=Carried(
+            leaf=leaf,
+            schema=leaf.node.schema,
+            key=tuple(key),
+            sql=linear_sql(chain, f"SELECT * FROM {table}"),
+        ),
+    )
+
+
+def _passed_through(expression: exp.Expression, source: Schema, type_: str) -> str | None:
+    """The input column ``expression`` is, unchanged (or cast to its own type); else None."""
+    if isinstance(expression, exp.Cast):
+        expression = expression.this
+        if isinstance(expression, exp.Column) and source.type_of(expression.name) != type_:
+            return None
+    return expression.name if isinstance(expression, exp.Column) else None
+
+
+def linear_sql(chain: list[Operator], leaf: str) -> str:
+    """SQL of the change of ``chain[0]``: the filters and projections of ``chain`` (from the
+    top down) applied to ``leaf``, the change of the last one's input."""
+    sql = leaf
+    for op in reversed(chain):
+        node = op.node
+        if isinstance(node, Filter):
+            sql = filter_sql(sql, node.predicate)
+        else:
+            assert isinstance(node, Project)
+            sql = project_sql(sql, node.exprs, weighted=True)
+    return sql
 
 
 def _fused_output(circuit: Circuit, anchor: Operator) -> Stage | None:

@@ -74,7 +74,7 @@ def wide(stage: Stage, rows: Sequence[tuple[int, Row]]) -> pa.Table:
         "__p": (pa.int32(), [0] * len(rows)),
     }
     for index, stage_input in enumerate(stage.inputs):
-        types = arrow_schema(stage_input.schema).types
+        types = arrow_schema(stage_input.wire_schema).types
         for j, name in enumerate(wide_columns(stage, index)):
             values = [row[j] if i == index else None for i, row in rows]
             columns[name] = (types[j], values)
@@ -165,6 +165,9 @@ def base_columns(stage: Stage) -> list[list[str]]:
         reader = next(op for op in stage.circuit.operators if source in op.inputs)
         node = reader.node
         upstream = node.relations[index] if isinstance(reader, DeltaJoin) else node.input
+        if stage.inputs[index].carried is not None:  # base rows travel; the task projects
+            result.append(list(stage.inputs[index].wire_schema.names))
+            continue
         names = []
         for name in stage.inputs[index].schema.names:
             if isinstance(upstream, Project):
@@ -532,7 +535,7 @@ def test_join_stage_over_epochs_equals_duckdb(
 
 def spark_backfill_marker(stage: Stage) -> pa.Table:
     """What Spark sends every partition in a backfill: a row with ``__i`` = -1, weight 0."""
-    table = wide(stage, [(0, (*(None for _ in stage.inputs[0].schema.columns), 0))])
+    table = wide(stage, [(0, (*(None for _ in stage.inputs[0].wire_schema.columns), 0))])
     return table.set_column(0, "__i", pa.array([-1], type=pa.int32()))
 
 
