@@ -20,7 +20,7 @@ orders), sent as an Arrow batch with weights. Printed per epoch size:
 The ratio recompute / incremental is the number to read; absolute times depend
 on the machine. The result is checked against ``db.sql`` recomputing the view.
 
-    .venv/bin/python benchmarks/bench_spark.py [--rows 5000000] [--partitions 4]
+    .venv/bin/python benchmarks/bench_spark.py [--rows 5000000] [--partitions 2]
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def main() -> None:
     parser.add_argument("--customers", type=int, default=100_000)
     parser.add_argument("--batch", type=int, default=10_000)
     parser.add_argument("--epochs", type=int, default=5)
-    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args()
     console = Console()

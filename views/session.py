@@ -210,13 +210,7 @@ class Session:
         mode: str = "insert",
     ) -> dict[str, pa.Table]:
         """Apply one epoch of changes; returns every view's change (a consolidated Z-set)."""
-        self._check_open()
-        if mode not in ("insert", "upsert"):
-            raise IvmError(f"unknown ingest mode {mode!r}: use 'insert' or 'upsert'")
-        batches = dict(table) if isinstance(table, Mapping) else {table: batch}
-        changes = {self._resolve(n): self._normalize(n, b) for n, b in batches.items()}
-        if len(changes) != len(batches):
-            raise SchemaError("a table appears twice in one ingest (names ignore case)")
+        changes = self._prepared(table, batch, mode)
         with self._transaction(ExecutionError):
             deltas = self._apply(changes, upsert=mode == "upsert")
             run_sql(self.con, self.catalog.advance_sql())
@@ -369,6 +363,21 @@ class Session:
         self.catalog.remove(name)
 
     # -- ingest ------------------------------------------------------------------------------
+
+    def _prepared(self, table: str | Mapping[str, Any], batch: Any, mode: str) -> dict[str, Any]:
+        """The batches of one ``ingest`` call by table (stored spelling), each prepared."""
+        self._check_open()
+        if mode not in ("insert", "upsert"):
+            raise IvmError(f"unknown ingest mode {mode!r}: use 'insert' or 'upsert'")
+        batches = dict(table) if isinstance(table, Mapping) else {table: batch}
+        prepared = {self._resolve(n): self._prepare(n, b) for n, b in batches.items()}
+        if len(prepared) != len(batches):
+            raise SchemaError("a table appears twice in one ingest (names ignore case)")
+        return prepared
+
+    def _prepare(self, name: str, batch: Any) -> Any:
+        """One table's batch made ready to apply (here: a normalized Arrow Z-set)."""
+        return self._normalize(name, batch)
 
     def _normalize(self, name: str, batch: Any) -> pa.Table:
         name = self._resolve(name)

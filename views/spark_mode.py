@@ -139,13 +139,7 @@ class SparkModeSession(Session):
         mode: str = "insert",
     ) -> dict[str, pa.Table]:
         """Apply one epoch on Spark; returns every view's change (a consolidated Z-set)."""
-        self._check_open()
-        if mode not in ("insert", "upsert"):
-            raise IvmError(f"unknown ingest mode {mode!r}: use 'insert' or 'upsert'")
-        batches = dict(table) if isinstance(table, Mapping) else {table: batch}
-        frames = {self._resolve(n): self._frame_of(n, b) for n, b in batches.items()}
-        if len(frames) != len(batches):
-            raise SchemaError("a table appears twice in one ingest (names ignore case)")
+        frames = self._prepared(table, batch, mode)
         ticket = Ticket(
             epoch=self.epoch + 1,
             committed=self.epoch,
@@ -279,7 +273,7 @@ class SparkModeSession(Session):
 
     # -- ingest ------------------------------------------------------------------------------
 
-    def _frame_of(self, name: str, batch: Any) -> DataFrame | None:
+    def _prepare(self, name: str, batch: Any) -> DataFrame | None:
         """The batch as a normalized change on the wire (None when it has no rows)."""
         name = self._resolve(name)
         if name in self.views:

@@ -77,6 +77,37 @@ def partition_epochs(root: Path) -> Counter[int]:
     return epochs
 
 
+# --- the same results as embedded mode ---------------------------------------------------
+
+
+def test_spark_mode_equals_embedded_mode(spark: Any, tmp_path: Path) -> None:
+    # Same script, both modes: every delta and every read equal, types included.
+    sessions = [ivm.connect(), ivm.connect(tmp_path / "s", spark=spark,
+                                           partitions=SPARK_PARTITIONS)]
+    try:
+        for db in sessions:
+            db.execute(f"{ORDERS}; {CUSTOMERS}")
+            db.execute("; ".join(f"CREATE VIEW {n} AS {q}" for n, q in VIEWS.items()))
+        specs = Harness([ORDERS, CUSTOMERS])
+        try:
+            for ops in SCRIPT:
+                epoch = Epoch.of(ops, fmt="weighted")
+                batches = {c.table: c.render(specs.specs[c.table], specs.schemas[c.table])
+                           for c in epoch.changes}
+                embedded, on_spark = (db.ingest(batches) for db in sessions)
+                for name in VIEWS:
+                    assert on_spark[name].schema == embedded[name].schema, name
+                    assert _bag(on_spark[name]) == _bag(embedded[name]), name
+                for name in [*VIEWS, "orders", "customers"]:
+                    a, b = (db.read(name) for db in sessions)
+                    assert a.schema == b.schema and _bag(a) == _bag(b), name
+        finally:
+            specs.close()
+    finally:
+        for db in sessions:
+            db.close()
+
+
 # --- exactly once ---------------------------------------------------------------------------
 
 
