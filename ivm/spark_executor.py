@@ -39,7 +39,7 @@ from ivm import errors
 from ivm.circuit import Linear, Operator, Source
 from ivm.plan import Filter, Project
 from ivm.schema import WEIGHT, Schema
-from ivm.stage_task import Ticket, apply_partition
+from ivm.stage_task import Ticket, apply_partition, configure
 from ivm.stages import Stage, linear_sql
 from ivm.wire import WireType, arrow_schema, conform, from_wire_sql, to_wire_sql, wire_types
 
@@ -142,13 +142,14 @@ def _stage_task(
 
 
 def _linear_task(
-    sql: str, leaf: Schema, result: Schema, batches: Iterator[pa.RecordBatch]
+    sql: str, leaf: Schema, result: Schema, ticket: Ticket, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
     received = list(batches)
     if not received:
         return
     con = duckdb.connect()
     try:
+        configure(con, ticket)
         con.register("__ivm_in", pa.Table.from_batches(received))
         con.execute(
             f"CREATE TEMP TABLE __ivm_leaf AS {from_wire_sql('SELECT * FROM __ivm_in', leaf)}"
@@ -265,7 +266,7 @@ class SparkEpoch:
         if source is None:
             return None
         sql = linear_sql(chain, "SELECT * FROM __ivm_leaf")
-        task = functools.partial(_linear_task, sql, leaf.node.schema, op.node.schema)
+        task = functools.partial(_linear_task, sql, leaf.node.schema, op.node.schema, self.ticket)
         return source.mapInArrow(task, spark_struct(op.node.schema))
 
     def _wide(self, stage: Stage, inputs: list[DataFrame | None]) -> DataFrame | None:

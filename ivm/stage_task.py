@@ -16,6 +16,7 @@ wire (see ``ivm.wire``), then ``__w``.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +24,7 @@ import duckdb
 import pyarrow as pa
 
 from ivm.constraints import check_change, upsert_sql
-from ivm.errors import ExecutionError
+from ivm.errors import ExecutionError, StateError
 from ivm.executor import EpochRunner
 from ivm.render import consolidate_sql, empty_relation
 from ivm.schema import TableSchema, quote
@@ -44,6 +45,8 @@ class Ticket:
     token: str  # this ingest attempt (a retry of the same attempt re-emits)
     backfill: bool = False  # a new view: every partition runs, state starts empty
     upsert: bool = False  # table stages: an insert replaces the row with its key
+    timezone: str = "UTC"  # the driver's DuckDB TimeZone (TIMESTAMPTZ casts depend on it)
+    fence: str | None = None  # file holding the token of the one ingest allowed to write
 
 
 class PartitionNames:
@@ -64,6 +67,31 @@ CONTENTS_TRACE = NAMES.relation_trace(CONTENTS)
 """The trace of a table's or view's contents, in the stage that stores them."""
 
 
+def configure(con: duckdb.DuckDBPyConnection, ticket: Ticket) -> None:
+    """Settings every task shares with the driver: its time zone, and one thread (Spark
+    already runs one task per core)."""
+    con.execute(f"SET TimeZone = '{ticket.timezone.replace(chr(39), chr(39) * 2)}'").fetchall()
+    con.execute("SET threads = 1").fetchall()
+
+
+def check_fence(ticket: Ticket) -> None:
+    """Refuse to write unless this ingest attempt is the one the driver runs now.
+
+    A task of a failed ingest may still be running when the driver rolls the
+    partitions back; the driver moves the fence first, so such a task writes nothing.
+    """
+    if ticket.fence is None:
+        return
+    try:
+        current = Path(ticket.fence).read_text().strip()
+    except OSError as error:
+        raise ExecutionError(f"cannot read the epoch fence {ticket.fence}: {error}") from error
+    if current != ticket.token:
+        raise ExecutionError(
+            f"a task of ingest attempt {ticket.token} ran after that attempt ended; refused"
+        )
+
+
 def wide_columns(stage: Stage, index: int) -> list[str]:
     """Names of input ``index``'s columns in the wide table."""
     return [f"i{index}_c{j}" for j in range(len(stage.inputs[index].wire_schema.columns))]
@@ -80,6 +108,8 @@ def apply_partition(
     file.parent.mkdir(parents=True, exist_ok=True)
     con = open_partition(file)
     try:
+        configure(con, ticket)
+        check_fence(ticket)  # after taking the file's lock: a recovery may have begun
         con.execute("BEGIN TRANSACTION").fetchall()
         log = PartitionLog(con)
         if log.applied(ticket.epoch, ticket.token):
@@ -93,6 +123,11 @@ def apply_partition(
             )
         if log.epoch > ticket.committed:  # an attempt of this epoch that was never committed
             log.roll_back()
+        if log.fresh and not ticket.backfill and stage.table is None:
+            raise StateError(
+                f"stage {stage.name}: partition file {file.name} is missing (every partition "
+                "of a view's stage is created with the view); the state is damaged"
+            )
         log.begin()
         changes = _load_inputs(con, stage, wide, everything=log.fresh)
         if log.fresh:
@@ -101,7 +136,10 @@ def apply_partition(
         log.finish(ticket.epoch, ticket.token)
         output = _read_output(con, stage, out_schema)
         con.execute("COMMIT").fetchall()
-        compact_due(con, {NAMES.relation_trace(k): v for k, v in stage.keys().items()})
+        try:  # compaction changes no contents: a failure must not fail the committed epoch
+            compact_due(con, {NAMES.relation_trace(k): v for k, v in stage.keys().items()})
+        except duckdb.Error as error:
+            warnings.warn(f"ivm: compaction of {file} failed, will retry: {error}", stacklevel=2)
         return output
     finally:
         con.close()

@@ -340,11 +340,19 @@ def _join_keys(op: DeltaJoin, schemas: list[Schema]) -> list[tuple[str, ...]]:
 def _hash_alike(a: str, b: str) -> bool:
     """True when equal values of types ``a`` and ``b`` hash to the same partition.
 
-    Numbers are hashed as DOUBLE (equal numbers are equal doubles); other types
-    only when both sides have the same type.
+    Numbers are hashed as DOUBLE: equal numbers are equal doubles, except that DuckDB
+    compares FLOAT with an integer or DECIMAL as FLOAT (16777217 = 16777216::FLOAT),
+    so FLOAT pairs only with FLOAT or DOUBLE. Other types only with the same type.
     """
     wa, wb = wire_type(a), wire_type(b)
-    return (wa.numeric and wb.numeric) or a.upper() == b.upper()
+    if a.upper() == b.upper():
+        return True
+    if not (wa.numeric and wb.numeric):
+        return False
+    floats = {"float", "double"}
+    if "float" in (wa.spark, wb.spark):
+        return wa.spark in floats and wb.spark in floats
+    return True
 
 
 def _key_through(key: tuple[str, ...], chain: list[Operator]) -> tuple[str, ...] | None:

@@ -56,6 +56,13 @@ class Catalog:
             [kind, name, definition],
         ).fetchall()
 
+    def sequence(self, name: str) -> int:
+        """The creation number of table or view ``name`` (unique over the state's life)."""
+        row = fetch_first(self.con, f"SELECT seq FROM {ENTRIES} WHERE name = ?", [name])
+        if row is None:
+            raise KeyError(name)
+        return int(row[0])
+
     def remove(self, name: str) -> None:
         """Forget a dropped table or view."""
         self.con.execute(f"DELETE FROM {ENTRIES} WHERE name = ?", [name]).fetchall()

@@ -4,8 +4,11 @@ Layout under the state directory (names percent-encoded, so a table or view
 name never becomes a path as it is)::
 
     ivm.duckdb                                  the driver's catalog and epoch
-    tables/t-<table>/part-00000.duckdb          a base table's trace, by primary key
-    views/v-<view>/<stage>/part-00000.duckdb    one stage of a view's circuit
+    fence                                       the ingest attempt allowed to write
+    tables/t<n>-<table>/table/part-00000.duckdb a base table's rows, by primary key
+    views/v<n>-<view>/<stage>/part-00000.duckdb one stage of a view's circuit
+
+(``<n>``: the table's or view's creation number in the catalog.)
 
 Besides its traces, each file records what makes a task exactly-once:
 
@@ -56,14 +59,34 @@ def encode(name: str) -> str:
     return encoded
 
 
-def table_directory(root: Path, table: str) -> Path:
-    """Directory of a base table's partition files."""
-    return root / "tables" / f"t-{encode(table)}"
+def table_directory(root: Path, table: str, generation: int) -> Path:
+    """Directory of a base table's partition files.
+
+    ``generation`` (the table's creation number in the catalog) makes each table
+    of a name its own directory: a table dropped and created again, or a DDL that
+    fails halfway, never mixes its files with another's.
+    """
+    return root / "tables" / f"t{generation}-{encode(table)}"
 
 
-def view_directory(root: Path, view: str) -> Path:
-    """Directory of a view's stages."""
-    return root / "views" / f"v-{encode(view)}"
+def view_directory(root: Path, view: str, generation: int) -> Path:
+    """Directory of a view's stages (``generation``: as for tables)."""
+    return root / "views" / f"v{generation}-{encode(view)}"
+
+
+def stray_directories(root: Path, expected: set[Path]) -> list[Path]:
+    """Table and view directories under ``root`` that ``expected`` does not list."""
+    found = [*(root / "tables").glob("t*"), *(root / "views").glob("v*")]
+    return [d for d in found if d.is_dir() and d not in expected]
+
+
+def write_fence(root: Path, token: str) -> Path:
+    """Let only ingest attempt ``token`` write partition files from now on (atomically)."""
+    fence = root / "fence"
+    staged = root / "fence.next"
+    staged.write_text(token)
+    staged.replace(fence)
+    return fence
 
 
 def partition_file(directory: Path, bucket: int) -> Path:

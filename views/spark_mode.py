@@ -63,9 +63,12 @@ from sql_frontend.statements import CreateTable, CreateView, Drop
 from storage.partitions import (
     partition_files,
     roll_back_ahead,
+    stray_directories,
     table_directory,
     view_directory,
+    write_fence,
 )
+from storage.results import fetch_first
 from views.batches import normalize_batch
 from views.session import Session, check_read_query
 from views.spark_source import TRACE, IvmDataSource, has_contents
@@ -97,7 +100,9 @@ class SparkModeSession(Session):
         self._stages: dict[int, tuple[object, list[Stage]]] = {}
         super().__init__(path)
         try:
+            write_fence(self.root, "opened")  # no task of an earlier session may write now
             self._recover()
+            self._remove_strays()
             spark.dataSource.register(IvmDataSource)
             for name in [*self.tables, *self.views]:
                 self._register_in_spark(name)
@@ -140,18 +145,18 @@ class SparkModeSession(Session):
     ) -> dict[str, pa.Table]:
         """Apply one epoch on Spark; returns every view's change (a consolidated Z-set)."""
         frames = self._prepared(table, batch, mode)
-        ticket = Ticket(
-            epoch=self.epoch + 1,
-            committed=self.epoch,
-            token=uuid.uuid4().hex,
-            upsert=mode == "upsert",
-        )
+        ticket = self._ticket(epoch=self.epoch + 1, upsert=mode == "upsert")
         try:
             changes = self._run_epoch(frames, ticket)
             with self._transaction(ExecutionError):
                 run_sql(self.con, self.catalog.advance_sql())
         except BaseException as error:
-            self._recover()
+            # Tasks of this attempt may still run: move the fence first, then roll back.
+            write_fence(self.root, f"closed-{ticket.token}")
+            try:
+                self._recover()
+            except Exception as failure:  # noqa: BLE001 - the ingest's error is the one to raise
+                error.add_note(f"and rolling back its partitions failed: {failure}")
             translated = translate_error(error)
             if translated is not None:
                 raise translated from error
@@ -217,7 +222,6 @@ class SparkModeSession(Session):
             return
         super()._create_table(statement)  # refuses types Spark cannot carry (_register_table)
         name = self._resolve(statement.table.name)
-        self._stash(table_directory(self.root, name))  # leftovers of an earlier table
         self.on_commit.append(lambda: self._register_in_spark(name))
 
     def _create_view(self, statement: CreateView) -> None:
@@ -226,12 +230,9 @@ class SparkModeSession(Session):
         super()._create_view(statement)  # plans, and fills the driver's (empty) copies
         name = statement.name
         view = self.views[name]
-        directory = view_directory(self.root, name)
-        self._stash(directory)
+        directory = self._directory(name)
         self.on_rollback.append(lambda: shutil.rmtree(directory, ignore_errors=True))
-        ticket = Ticket(
-            epoch=self.epoch, committed=self.epoch, token=uuid.uuid4().hex, backfill=True
-        )
+        ticket = self._ticket(epoch=self.epoch, backfill=True)
         epoch = SparkEpoch(self.spark, self.partitions, ticket, self.failure)
         for source in view.sources:
             epoch.changes[source] = self._frame(source, form="zset")
@@ -249,24 +250,35 @@ class SparkModeSession(Session):
     def _drop(self, statement: Drop) -> None:
         name = self._resolve(statement.name)
         known = name in (self.views if statement.kind == "VIEW" else self.tables)
+        directory = self._directory(name) if known else None
         super()._drop(statement)
-        if not known:
+        if directory is None:
             return
-        if statement.kind == "VIEW":
-            self._stash(view_directory(self.root, name))
-        else:
-            self._stash(table_directory(self.root, name))
+        # Files go once the drop is committed (a crash before that leaves them in place,
+        # and a crash after it leaves a stray directory, removed when a session opens).
+        self.on_commit.append(lambda: shutil.rmtree(directory, ignore_errors=True))
         self.on_commit.append(lambda: self.spark.catalog.dropTempView(name))  # the raw name
 
-    def _stash(self, directory: Path) -> None:
-        """Move ``directory`` aside: deleted when the DDL commits, put back if it rolls back."""
-        if not directory.exists():
-            return
-        trash = self.root / "trash" / uuid.uuid4().hex
-        trash.parent.mkdir(parents=True, exist_ok=True)
-        directory.rename(trash)
-        self.on_commit.append(lambda: shutil.rmtree(trash, ignore_errors=True))
-        self.on_rollback.append(lambda: trash.rename(directory))
+    def _directory(self, name: str) -> Path:
+        """The directory of table or view ``name`` (as the open transaction sees the catalog)."""
+        generation = self.catalog.sequence(name)
+        if name in self.tables:
+            return table_directory(self.root, name, generation)
+        return view_directory(self.root, name, generation)
+
+    def _ticket(self, epoch: int, backfill: bool = False, upsert: bool = False) -> Ticket:
+        """A ticket for a new ingest attempt (or backfill); only it may write from now on."""
+        token = uuid.uuid4().hex
+        timezone = fetch_first(self.con, "SELECT current_setting('TimeZone')")
+        return Ticket(
+            epoch=epoch,
+            committed=self.epoch,
+            token=token,
+            backfill=backfill,
+            upsert=upsert,
+            timezone=str(timezone[0]) if timezone else "UTC",
+            fence=str(write_fence(self.root, token)),
+        )
 
     def _compact(self) -> None:
         """Partitions compact their own traces in their tasks; the driver holds none."""
@@ -305,7 +317,7 @@ class SparkModeSession(Session):
             if frame is None:
                 continue
             (stage,) = self._stages_of(name)
-            directory = table_directory(self.root, name) / stage.name
+            directory = self._directory(name) / stage.name
             # A change read once is chained into its reader's job; else it runs now, once.
             change = epoch.run_stage(stage, directory, [frame], checkpoint=uses[name] != 1)
             if change is not None:
@@ -315,7 +327,7 @@ class SparkModeSession(Session):
             if not view.sources & set(epoch.changes):
                 continue
             change = epoch.run_view(
-                view_directory(self.root, view.name), self._stages_of(view.name)
+                self._directory(view.name), self._stages_of(view.name)
             )
             if change is None:
                 continue
@@ -355,13 +367,20 @@ class SparkModeSession(Session):
             for file in sorted(directory.glob("**/part-*.duckdb")):
                 roll_back_ahead(file, self.epoch)
 
+    def _remove_strays(self) -> None:
+        """Remove the directories of tables and views the catalog does not hold (a DDL
+        that a dead driver never committed, or a committed drop it never cleaned up)."""
+        expected = {self._directory(n) for n in [*self.tables, *self.views]}
+        for directory in stray_directories(self.root, expected):
+            shutil.rmtree(directory, ignore_errors=True)
+
     # -- reading -----------------------------------------------------------------------------
 
     def _store_directory(self, name: str) -> Path:
         """The stage whose trace holds the contents of table or view ``name``."""
         if name in self.tables:
-            return table_directory(self.root, name) / self._stages_of(name)[0].name
-        return view_directory(self.root, name) / self._stages_of(name)[-1].name
+            return self._directory(name) / self._stages_of(name)[0].name
+        return self._directory(name) / self._stages_of(name)[-1].name
 
     def _stages_of(self, name: str) -> list[Stage]:
         """The stages of table or view ``name`` as it is now."""
@@ -392,7 +411,8 @@ class SparkModeSession(Session):
         )
 
     def _register_in_spark(self, name: str) -> None:
-        self._frame(name, form="rows").createOrReplaceTempView(_spark_name(name))
+        if name in self.tables or name in self.views:  # not dropped later in the same script
+            self._frame(name, form="rows").createOrReplaceTempView(_spark_name(name))
 
     def _attach(self, con: duckdb.DuckDBPyConnection, names: list[str]) -> None:
         """Views named like each relation in ``con``, over its partition files (read-only)."""

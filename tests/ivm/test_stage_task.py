@@ -13,6 +13,7 @@ import contextlib
 import random
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import duckdb
@@ -103,7 +104,16 @@ def run(
     ticket: Ticket,
     rows: Sequence[tuple[int, Row]],
 ) -> Counter:
-    """Apply ``rows`` to partition 0 of ``stage``; its output change as a Z-set."""
+    """Apply ``rows`` to partition 0 of ``stage``; its output change as a Z-set.
+
+    A view's stage is created by a backfill (as ``CREATE VIEW`` does), so a first
+    ordinary epoch finds its partition; table stages start with their first batch.
+    """
+    file = partition_file(directory, 0)
+    if stage.table is None and not ticket.backfill and not file.exists():
+        start = Ticket(epoch=ticket.committed, committed=ticket.committed, token="create",
+                       backfill=True)
+        apply_partition(stage, directory, 0, start, wide(stage, []))
     return changes(con, stage, apply_partition(stage, directory, 0, ticket, wide(stage, rows)))
 
 
@@ -581,3 +591,20 @@ def test_empty_input_outside_a_backfill_touches_nothing(
         output = apply_partition(stage, tmp_path, 0, ticket(1), given)
         assert output.num_rows == 0 and output.schema == arrow_schema(stage.output)
     assert not partition_file(tmp_path, 0).exists()
+
+
+# -- the fence -------------------------------------------------------------------------------
+
+
+def test_a_task_of_an_ended_ingest_attempt_writes_nothing(
+    con: duckdb.DuckDBPyConnection, tmp_path: Path
+) -> None:
+    stage = table_stage(BAG)
+    fence = tmp_path / "fence"
+    fence.write_text("A")
+    run(con, stage, tmp_path, replace(ticket(1, "A"), fence=str(fence)), [(0, ("a", 1, 1))])
+    before = file_tables(tmp_path)
+    fence.write_text("closed-B")  # attempt B failed; the driver rolls back, then this task runs
+    with pytest.raises(IvmError, match="refused"):
+        run(con, stage, tmp_path, replace(ticket(2, "B"), fence=str(fence)), [(0, ("b", 1, 1))])
+    assert file_tables(tmp_path) == before

@@ -31,6 +31,7 @@ from storage.partitions import (
     partition_file,
     partition_files,
     roll_back_ahead,
+    stray_directories,
     table_directory,
     view_directory,
 )
@@ -76,11 +77,11 @@ ODD_NAMES = [
 
 @pytest.mark.parametrize("directory", [table_directory, view_directory])
 def test_odd_names_stay_inside_their_directory(
-    tmp_path: Path, directory: Callable[[Path, str], Path]
+    tmp_path: Path, directory: Callable[[Path, str, int], Path]
 ) -> None:
-    parent = directory(tmp_path, "x").parent
+    parent = directory(tmp_path, "x", 1).parent
     for name in ODD_NAMES:
-        path = directory(tmp_path, name)
+        path = directory(tmp_path, name, 1)
         assert path.parent == parent, name
         assert path.name not in (".", "..", ""), name
         assert "/" not in path.name and "\x00" not in path.name, name
@@ -89,14 +90,14 @@ def test_odd_names_stay_inside_their_directory(
         file.write_bytes(b"")
         assert file.resolve().parent.parent == parent.resolve(), name
     assert sorted(p.name for p in parent.iterdir()) == sorted(
-        directory(tmp_path, n).name for n in ODD_NAMES
+        directory(tmp_path, n, 1).name for n in ODD_NAMES
     )
 
 
 def test_odd_names_never_collide(tmp_path: Path) -> None:
     names = [*ODD_NAMES, "A", "a", "a.b", "a_b", "a-b"]
-    paths = [table_directory(tmp_path, n) for n in names]
-    paths += [view_directory(tmp_path, n) for n in names]
+    paths = [table_directory(tmp_path, n, 1) for n in names]
+    paths += [view_directory(tmp_path, n, 1) for n in names]
     assert len(set(paths)) == len(paths)
     assert len({encode(n) for n in names}) == len(names)
 
@@ -108,8 +109,17 @@ def test_encode_is_reversible() -> None:
 
 
 def test_tables_and_views_of_one_name_are_apart(tmp_path: Path) -> None:
-    assert table_directory(tmp_path, "x") == tmp_path / "tables" / "t-x"
-    assert view_directory(tmp_path, "x") == tmp_path / "views" / "v-x"
+    assert table_directory(tmp_path, "x", 3) == tmp_path / "tables" / "t3-x"
+    assert view_directory(tmp_path, "x", 3) == tmp_path / "views" / "v3-x"
+    # each creation of a name is its own directory
+    assert table_directory(tmp_path, "x", 3) != table_directory(tmp_path, "x", 4)
+
+
+def test_stray_directories_are_those_not_expected(tmp_path: Path) -> None:
+    kept, stray = table_directory(tmp_path, "x", 3), view_directory(tmp_path, "x", 2)
+    for directory in (kept, stray):
+        directory.mkdir(parents=True)
+    assert stray_directories(tmp_path, {kept}) == [stray]
 
 
 @pytest.mark.parametrize("name", [".", "..", ""])
@@ -119,7 +129,7 @@ def test_encode_never_gives_a_special_file_name(name: str) -> None:
 
 def test_long_unicode_name_gets_a_directory(tmp_path: Path) -> None:
     name = "订单" * 14 + "表"  # 29 characters
-    file = partition_file(table_directory(tmp_path, name), 0)
+    file = partition_file(table_directory(tmp_path, name, 1), 0)
     file.parent.mkdir(parents=True)
     open_partition(file).close()
 
