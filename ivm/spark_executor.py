@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import re
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -205,7 +206,7 @@ class SparkEpoch:
 
     def run_view(self, directory: Path, stages: list[Stage]) -> DataFrame | None:
         """The view's change (None if it has none), all its stages chained lazily."""
-        uses = stage_output_uses(stages)
+        uses, _ = reads(stages)
         outputs: dict[int, DataFrame | None] = {}
         glued: dict[int, DataFrame | None] = {}
         result = None
@@ -215,7 +216,7 @@ class SparkEpoch:
                 for s in stage.inputs
                 if s.stream
             ]
-            shared = stage.produces is not None and uses.get(stage.produces, 0) > 1
+            shared = stage.produces is not None and uses[stage.produces] > 1
             result = self.run_stage(stage, directory / stage.name, inputs, checkpoint=shared)
             if stage.produces is not None:
                 outputs[stage.produces] = result
@@ -322,43 +323,27 @@ class SparkEpoch:
         return _SALTS[self.partitions]
 
 
-def stage_output_uses(stages: list[Stage]) -> dict[int, int]:
-    """How many times the stages' inputs read each stage's output (through linear operators)."""
+def reads(stages: list[Stage]) -> tuple[Counter[int], Counter[str]]:
+    """How many times the stages' inputs read each stage's output (by the index of the
+    operator it produces) and each source (table or view), through linear operators."""
     produced = {s.produces for s in stages if s.produces is not None}
-    uses: dict[int, int] = {}
+    outputs: Counter[int] = Counter()
+    sources: Counter[str] = Counter()
 
     def visit(op: Operator) -> None:
         if op.index in produced:
-            uses[op.index] = uses.get(op.index, 0) + 1
-            return
-        for child in op.inputs:
-            visit(child)
+            outputs[op.index] += 1
+        elif isinstance(op, Source):
+            sources[op.name] += 1
+        else:
+            for child in op.inputs:
+                visit(child)
 
     for stage in stages:
         for stage_input in stage.inputs:
             if stage_input.stream is not None:
                 visit(stage_input.stream)
-    return uses
-
-
-def source_uses(stages: list[Stage]) -> dict[str, int]:
-    """How many times the stages' inputs read each source (table or view) of the view."""
-    produced = {s.produces for s in stages if s.produces is not None}
-    uses: dict[str, int] = {}
-
-    def visit(op: Operator) -> None:
-        if op.index in produced:
-            return
-        if isinstance(op, Source):
-            uses[op.name] = uses.get(op.name, 0) + 1
-        for child in op.inputs:
-            visit(child)
-
-    for stage in stages:
-        for stage_input in stage.inputs:
-            if stage_input.stream is not None:
-                visit(stage_input.stream)
-    return uses
+    return outputs, sources
 
 
 def _conformed(frame: DataFrame, schema: Schema) -> DataFrame:

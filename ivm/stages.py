@@ -25,6 +25,7 @@ Each stage keeps the integral of an input only when its operator reads it
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Literal
 
 from sqlglot import exp
 
@@ -41,6 +42,8 @@ from ivm.plan import Filter, Project, Scan
 from ivm.render import filter_sql, project_sql
 from ivm.schema import Schema, TableSchema
 from ivm.wire import wire_type, wire_types
+
+StageKind = Literal["table", "join", "aggregate", "distinct", "output"]
 
 
 @dataclass(frozen=True)
@@ -84,7 +87,7 @@ class Stage:
     """One stage: its inputs, what it computes, and the change it emits."""
 
     name: str  # directory name, unique within its view
-    kind: str  # "table", "join", "aggregate", "distinct" or "output"
+    kind: StageKind
     inputs: tuple[StageInput, ...]
     output: Schema
     circuit: Circuit | None = None  # join/aggregate/distinct: Sources in0.., the operator, then
@@ -289,6 +292,7 @@ def _is_join(op: Operator) -> bool:
 
 def _operator_stage(op: Operator) -> Stage:
     schemas = [i.node.schema for i in op.inputs]
+    kind: StageKind
     if isinstance(op, DeltaJoin):
         kind = "join"
         keys = _join_keys(op, schemas)

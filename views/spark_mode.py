@@ -52,7 +52,7 @@ from ivm.schema import Schema, TableSchema, quote
 from ivm.spark_executor import (
     FailurePoint,
     SparkEpoch,
-    source_uses,
+    reads,
     spark_struct,
     translate_error,
 )
@@ -326,9 +326,7 @@ class SparkModeSession(Session):
         for view in self.views.values():
             if not view.sources & set(epoch.changes):
                 continue
-            change = epoch.run_view(
-                self._directory(view.name), self._stages_of(view.name)
-            )
+            change = epoch.run_view(self._directory(view.name), self._stages_of(view.name))
             if change is None:
                 continue
             collected = change.toArrow()  # the job that runs the view's stages
@@ -342,7 +340,7 @@ class SparkModeSession(Session):
         """How many stage inputs read each table's change this epoch (views on views included)."""
         uses = dict.fromkeys(tables, 0)
         for view in self.views.values():
-            for source, count in source_uses(self._stages_of(view.name)).items():
+            for source, count in reads(self._stages_of(view.name))[1].items():
                 if source in uses:
                     uses[source] += count
         return uses
