@@ -200,8 +200,10 @@ def _apply(
 ) -> None:
     """Compute and store the output change, then append to the traces (old state first)."""
     commits: list[tuple[str, str]] = []
-    if stage.table is not None:
-        output = _checked_change(con, stage.table, changes[input_name(0)], ticket)
+    output: str | None
+    if stage.table is not None:  # already consolidated (and checked)
+        log.store_output(_checked_change(con, stage.table, changes[input_name(0)], ticket))
+        output = None
     elif stage.circuit is None:  # a view's output stage
         output = changes[input_name(0)]
     else:
@@ -212,7 +214,9 @@ def _apply(
             for op in stage.circuit.operators:
                 if op.stateful:
                     log.track(NAMES.operator_trace("", op.index))
-    log.store_output(consolidate_sql(output or empty_relation(stage.output), stage.output.names))
+    if stage.table is None:
+        change = output or empty_relation(stage.output)
+        log.store_output(consolidate_sql(change, stage.output.names))
     for i, stage_input in enumerate(stage.inputs):
         name = input_name(i)
         if stage_input.kept and name in changes:

@@ -35,7 +35,7 @@ from pathlib import Path
 import duckdb
 
 from storage.results import fetch_first
-from storage.sqltext import WEIGHT, column_list, quote
+from storage.sqltext import WEIGHT, quote
 from storage.traces import TailSize, compact
 
 META = "__ivm_partition"
@@ -232,12 +232,3 @@ def roll_back_ahead(file: Path, committed: int) -> bool:
         return True
     finally:
         con.close()
-
-
-def live_rows_sql(trace: str, names: Sequence[str]) -> str:
-    """Consolidated rows of ``trace`` with a positive weight (rows and their weights)."""
-    cols = column_list(names)
-    return (
-        f"SELECT {cols}, SUM({WEIGHT})::BIGINT AS {WEIGHT} FROM {trace} "
-        f"GROUP BY {cols} HAVING SUM({WEIGHT}) > 0"
-    )

@@ -31,7 +31,7 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -297,7 +297,7 @@ class SparkModeSession(Session):
         if isinstance(batch, DataFrame):
             # Column names, change format and types are checked here, values on the executors.
             normalize_batch(to_arrow_schema(batch.schema).empty_table(), table, arrow)
-            return batch.mapInArrow(_normalizer(table, arrow), struct)
+            return batch.mapInArrow(functools.partial(_normalize_task, table, arrow), struct)
         change = normalize_batch(batch, table, arrow)
         if change.num_rows == 0:
             return None
@@ -441,10 +441,6 @@ class SparkModeSession(Session):
 def _spark_name(name: str) -> str:
     """A table or view name as Spark's catalog parses it (backquoted)."""
     return "`" + name.replace("`", "``") + "`"
-
-
-def _normalizer(table: TableSchema, arrow: pa.Schema) -> Callable[[Any], Any]:
-    return functools.partial(_normalize_task, table, arrow)
 
 
 def _normalize_task(table: TableSchema, arrow: pa.Schema, batches: Any) -> Any:

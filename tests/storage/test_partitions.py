@@ -26,7 +26,6 @@ from storage.partitions import (
     PartitionLog,
     compact_due,
     encode,
-    live_rows_sql,
     open_partition,
     partition_file,
     partition_files,
@@ -35,7 +34,7 @@ from storage.partitions import (
     table_directory,
     view_directory,
 )
-from storage.sqltext import WEIGHT, quote
+from storage.sqltext import WEIGHT, consolidate_sql, quote
 from storage.traces import create_trace
 
 TRACE = quote("__ivm_in0")
@@ -376,7 +375,7 @@ def test_store_output_is_kept_until_the_next_one(tmp_path: Path) -> None:
     assert snapshot(file).out == [("out", 1, 1)]
 
 
-def test_live_rows_sql_shows_positive_rows_only(tmp_path: Path) -> None:
+def test_live_rows_are_the_positive_consolidated_rows(tmp_path: Path) -> None:
     file = tmp_path / "p.duckdb"
     apply_epoch(
         file,
@@ -395,7 +394,8 @@ def test_live_rows_sql_shows_positive_rows_only(tmp_path: Path) -> None:
     )
     con = open_partition(file, read_only=True)
     try:
-        rows = con.execute(live_rows_sql(TRACE, ["k", "v"])).fetchall()
+        live = consolidate_sql(f"SELECT * FROM {TRACE}", ["k", "v"], positive_only=True)
+        rows = con.execute(live).fetchall()
     finally:
         con.close()
     assert sorted(rows, key=str) == sorted([("a", 1, 1), ("c", None, 1)], key=str)
