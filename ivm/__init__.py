@@ -1,6 +1,9 @@
 """ivm: incremental view maintenance for SQL, on DuckDB.
 
-``ivm.connect()`` opens a session; see API.md for the whole contract.
+``ivm.connect()`` opens a session; see API.md for the whole contract. Everything
+ivm installs lives under this one name: the engine (``ivm.plan``, ``ivm.circuit``,
+``ivm.operators``, ``ivm.passes``, ``ivm.execution``), ``ivm.sql_frontend``,
+``ivm.storage`` and ``ivm.views`` (the session users hold).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from ivm.errors import (
 )
 
 if TYPE_CHECKING:
-    from views.session import Session
+    from ivm.views.session import Session
 
 __all__ = [
     "ConstraintError",
@@ -35,6 +38,15 @@ __all__ = [
 
 def connect(path: str | None = None, **options: Any) -> Session:
     """Open a session: in memory without ``path``, else persistent state under ``path``."""
-    from views.session import connect as open_session
+    from ivm.views.session import connect as open_session
 
     return open_session(path, **options)
+
+
+def __getattr__(name: str) -> Any:
+    # The session class loads on first use, so ``import ivm`` stays light.
+    if name == "Session":
+        from ivm.views.session import Session
+
+        return Session
+    raise AttributeError(f"module 'ivm' has no attribute {name!r}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from storage.sqltext import WEIGHT, quote
+from ivm.storage.sqltext import WEIGHT, quote
 
 __all__ = ["WEIGHT", "Column", "Schema", "TableSchema", "quote"]
 

@@ -22,12 +22,13 @@ import dataclasses
 from collections.abc import Callable, Mapping
 
 import sqlglot
+from ivm.sql_frontend.positions import describe as at
 from sqlglot import exp
 from sqlglot.errors import OptimizeError, SqlglotError
 from sqlglot.optimizer.qualify import qualify
 
 from ivm.errors import SqlError, UnsupportedSQL
-from ivm.plan import (
+from ivm.plan.nodes import (
     Aggregate,
     AggregateCall,
     Distinct,
@@ -38,9 +39,8 @@ from ivm.plan import (
     Scan,
     UnionAll,
 )
-from ivm.render import plain_sql, union_all_sql
+from ivm.plan.sql import plain_sql, union_all_sql
 from ivm.schema import WEIGHT, Column, Schema
-from sql_frontend.positions import describe as at
 
 Describe = Callable[[str], Schema]
 """Returns the schema DuckDB gives a plain SQL query."""

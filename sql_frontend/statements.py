@@ -11,6 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 
 import sqlglot
+from ivm.sql_frontend.positions import describe as at
 from sqlglot import exp
 from sqlglot.dialects.duckdb import DuckDB
 from sqlglot.errors import SqlglotError
@@ -18,7 +19,6 @@ from sqlglot.tokens import TokenType
 
 from ivm.errors import SqlError, UnsupportedSQL
 from ivm.schema import WEIGHT, Column, Schema, TableSchema
-from sql_frontend.positions import describe as at
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,7 @@ the state they describe.
 from __future__ import annotations
 
 import duckdb
-
-from storage.results import fetch_first
+from ivm.storage.results import fetch_first
 
 
 class CatalogError(Exception):

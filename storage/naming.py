@@ -5,7 +5,7 @@ User-chosen names only ever appear inside quoted identifiers.
 
 from __future__ import annotations
 
-from storage.sqltext import quote
+from ivm.storage.sqltext import quote
 
 PREFIX = "__ivm_"
 

@@ -33,10 +33,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import duckdb
-
-from storage.results import fetch_first
-from storage.sqltext import WEIGHT, quote
-from storage.traces import TailSize, compact
+from ivm.storage.results import fetch_first
+from ivm.storage.sqltext import WEIGHT, quote
+from ivm.storage.traces import TailSize, compact
 
 META = "__ivm_partition"
 UNDO = "__ivm_undo"

@@ -15,9 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import duckdb
-
-from storage.results import fetch_first
-from storage.sqltext import WEIGHT, W, column_list, consolidate_sql, expand_sql, quote
+from ivm.storage.results import fetch_first
+from ivm.storage.sqltext import WEIGHT, W, column_list, consolidate_sql, expand_sql, quote
 
 COMPACT_FRACTION = 0.5
 """Compact when the appended tail exceeds this fraction of the compacted base…"""

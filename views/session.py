@@ -22,25 +22,25 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 import sqlglot
+from ivm.sql_frontend.planner import plan_query
+from ivm.sql_frontend.statements import CreateTable, CreateView, Drop, parse_script
+from ivm.storage.catalog import Catalog, CatalogError
+from ivm.storage.naming import TableNames
+from ivm.storage.results import fetch_first
+from ivm.storage.traces import Compactor, create_reader, create_trace
+from ivm.views.batches import normalize_batch
+from ivm.views.table_codec import table_from_json, table_to_json
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from ivm.circuit import Circuit
-from ivm.constraints import check_change, upsert_sql
+from ivm.circuit.circuit import Circuit
+from ivm.circuit.incrementalize import incrementalize
 from ivm.errors import ExecutionError, IvmError, SchemaError, SqlError, StateError
-from ivm.executor import EpochRunner, describe, run_sql
-from ivm.incrementalize import incrementalize
-from ivm.plan import Plan
-from ivm.render import W, column_list, consolidate_sql
+from ivm.execution.constraints import check_change, upsert_sql
+from ivm.execution.embedded import EpochRunner, describe, run_sql
+from ivm.plan.nodes import Plan
+from ivm.plan.sql import W, column_list, consolidate_sql
 from ivm.schema import Schema, TableSchema, quote
-from sql_frontend.planner import plan_query
-from sql_frontend.statements import CreateTable, CreateView, Drop, parse_script
-from storage.catalog import Catalog, CatalogError
-from storage.naming import TableNames
-from storage.results import fetch_first
-from storage.traces import Compactor, create_reader, create_trace
-from views.batches import normalize_batch
-from views.table_codec import table_from_json, table_to_json
 
 STATE_FILE = "ivm.duckdb"
 
@@ -67,14 +67,14 @@ def connect(path: str | os.PathLike[str] | None = None, **options: Any) -> Sessi
     """Open a session (API.md): in memory, or persistent state in directory ``path``.
 
     With ``spark=`` (a SparkSession) the state is kept as DuckDB files per
-    partition under ``path`` and every epoch runs on Spark (``views.spark_mode``);
+    partition under ``path`` and every epoch runs on Spark (``ivm.views.spark.session``);
     ``partitions=`` fixes the partition count when the state is created.
     """
     unknown = set(options) - {"spark", "partitions"}
     if unknown:
         raise TypeError(f"unknown option(s): {', '.join(sorted(unknown))}")
     if options.get("spark") is not None:
-        from views.spark_mode import SparkModeSession  # imports pyspark: only when asked for
+        from ivm.views.spark.session import SparkModeSession  # imports pyspark: only when asked for
 
         return SparkModeSession(path, options["spark"], options.get("partitions"))
     if options.get("partitions") is not None:

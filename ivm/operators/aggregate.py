@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ivm.plan import AggregateCall
-from ivm.render import W, column_list, null_safe_match, union_all_sql
+from ivm.plan.nodes import AggregateCall
+from ivm.plan.sql import W, column_list, null_safe_match, union_all_sql
 from ivm.schema import Column, Schema, quote
 
 COUNT = "__cnt"

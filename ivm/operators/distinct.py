@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ivm.render import W, column_list, null_safe_match
+from ivm.plan.sql import W, column_list, null_safe_match
 
 
 def distinct_step_sql(names: Sequence[str], delta: str, trace: str) -> str:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from sqlglot import exp
 
-from ivm.render import join_sql, union_all_sql
+from ivm.plan.sql import join_sql, union_all_sql
 from ivm.schema import Schema
 
 

@@ -13,15 +13,15 @@ from collections.abc import Iterator
 
 import duckdb
 import pytest
+from ivm.sql_frontend.planner import plan_query
 
-from ivm.binary_joins import binary_joins
-from ivm.circuit import DeltaJoin
-from ivm.executor import describe
-from ivm.incrementalize import incrementalize
-from ivm.plan import Join, Plan, Project
-from ivm.render import plain_sql
+from ivm.circuit.circuit import DeltaJoin
+from ivm.circuit.incrementalize import incrementalize
+from ivm.execution.embedded import describe
+from ivm.passes.binary_joins import binary_joins
+from ivm.plan.nodes import Join, Plan, Project
+from ivm.plan.sql import plain_sql
 from ivm.schema import Schema
-from sql_frontend.planner import plan_query
 
 TABLES = {
     "a": "k INTEGER, v INTEGER",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from sqlglot import exp
 
-from ivm.circuit import (
+from ivm.circuit.circuit import (
     Circuit,
     DeltaJoin,
     IncrementalAggregate,
@@ -16,8 +16,8 @@ from ivm.circuit import (
     Linear,
     Source,
 )
-from ivm.incrementalize import incrementalize
-from ivm.plan import Aggregate, AggregateCall, Distinct, Filter, Join, Project, Scan, UnionAll
+from ivm.circuit.incrementalize import incrementalize
+from ivm.plan.nodes import Aggregate, AggregateCall, Distinct, Filter, Join, Project, Scan, UnionAll
 from ivm.schema import Column, Schema
 
 

@@ -17,23 +17,23 @@ from dataclasses import replace
 from pathlib import Path
 
 import duckdb
+import ivm.storage.traces
 import pyarrow as pa
 import pytest
+from ivm.sql_frontend.planner import plan_query
+from ivm.storage.partitions import META, partition_file
 from sqlglot import exp
 
-import storage.traces
-from ivm.binary_joins import binary_joins
-from ivm.circuit import DeltaJoin
+from ivm.circuit.circuit import DeltaJoin
+from ivm.circuit.incrementalize import incrementalize
 from ivm.errors import ConstraintError, IvmError
-from ivm.executor import describe
-from ivm.incrementalize import incrementalize
-from ivm.plan import Project
+from ivm.execution.embedded import describe
+from ivm.execution.spark.stage_task import CONTENTS_TRACE, Ticket, apply_partition, wide_columns
+from ivm.execution.spark.stages import Stage, table_stage, view_stages
+from ivm.execution.spark.wire import arrow_schema, from_wire_sql
+from ivm.passes.binary_joins import binary_joins
+from ivm.plan.nodes import Project
 from ivm.schema import WEIGHT, Column, Schema, TableSchema, quote
-from ivm.stage_task import CONTENTS_TRACE, Ticket, apply_partition, wide_columns
-from ivm.stages import Stage, table_stage, view_stages
-from ivm.wire import arrow_schema, from_wire_sql
-from sql_frontend.planner import plan_query
-from storage.partitions import META, partition_file
 
 BASE = {"t": "g VARCHAR, v INTEGER", "u": "id INTEGER, name VARCHAR"}
 ITEMS = TableSchema(
@@ -491,7 +491,7 @@ def test_aggregate_stage_over_epochs_equals_duckdb(
     compacting: bool,
 ) -> None:
     if compacting:  # every trace (inputs, group versions, contents) compacted after each epoch
-        monkeypatch.setattr(storage.traces, "COMPACT_MIN_ROWS", 1)
+        monkeypatch.setattr(ivm.storage.traces, "COMPACT_MIN_ROWS", 1)
     (stage,) = stages_of(con, sql)
     assert stage.kind == "aggregate" and stage.contents
     view: Counter = Counter()

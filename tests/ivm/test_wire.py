@@ -15,8 +15,7 @@ import pyarrow as pa
 import pytest
 
 from ivm.errors import UnsupportedSQL
-from ivm.schema import WEIGHT, Column, Schema, quote
-from ivm.wire import (
+from ivm.execution.spark.wire import (
     arrow_schema,
     conform,
     from_wire_sql,
@@ -25,6 +24,7 @@ from ivm.wire import (
     wire_type,
     wire_types,
 )
+from ivm.schema import WEIGHT, Column, Schema, quote
 
 ODD = 'odd "name" é'
 """The value column's name: quotes, a space and a non-ASCII letter."""

@@ -10,12 +10,12 @@ from collections import Counter
 
 import duckdb
 import pytest
+from ivm.sql_frontend.planner import plan_query
 
 from ivm.errors import SqlError, UnsupportedSQL
-from ivm.plan import Aggregate, Distinct, Filter, Join, Plan, Project, Scan, UnionAll
-from ivm.render import plain_sql
+from ivm.plan.nodes import Aggregate, Distinct, Filter, Join, Plan, Project, Scan, UnionAll
+from ivm.plan.sql import plain_sql
 from ivm.schema import Column, Schema
-from sql_frontend.planner import plan_query
 
 TABLES = {
     "orders": Schema((Column("id", "BIGINT"), Column("customer", "VARCHAR"),

@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
+import ivm.storage.traces as traces
 import pytest
-
-import storage.traces as traces
-from storage.partitions import (
+from ivm.storage.partitions import (
     META,
     OUT,
     TAILS,
@@ -34,8 +33,8 @@ from storage.partitions import (
     table_directory,
     view_directory,
 )
-from storage.sqltext import WEIGHT, consolidate_sql, quote
-from storage.traces import create_trace
+from ivm.storage.sqltext import WEIGHT, consolidate_sql, quote
+from ivm.storage.traces import create_trace
 
 TRACE = quote("__ivm_in0")
 OTHER = quote("__ivm_contents")

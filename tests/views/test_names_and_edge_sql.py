@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import duckdb
+import ivm.storage.traces
 import pytest
 from oracle.rows import rows
 
 import ivm
-import storage.traces
 
 
 def test_union_by_name_is_unsupported() -> None:
@@ -63,8 +63,8 @@ def test_failed_compaction_does_not_fail_a_committed_ingest(monkeypatch) -> None
     def broken(*_args: object) -> int:
         raise duckdb.IOException("disk full (simulated)")
 
-    monkeypatch.setattr(storage.traces, "COMPACT_MIN_ROWS", 1)
-    monkeypatch.setattr(storage.traces, "compact", broken)
+    monkeypatch.setattr(ivm.storage.traces, "COMPACT_MIN_ROWS", 1)
+    monkeypatch.setattr(ivm.storage.traces, "compact", broken)
     db = ivm.connect()
     db.execute("CREATE TABLE t (a INT); CREATE VIEW v AS SELECT COUNT(*) AS n FROM t")
     for i in range(3):

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+import ivm.storage.traces
 import pytest
 
 import ivm
-import storage.traces
 
 
 @pytest.fixture
 def small_compaction(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(storage.traces, "COMPACT_MIN_ROWS", 4)
+    monkeypatch.setattr(ivm.storage.traces, "COMPACT_MIN_ROWS", 4)
 
 
 def test_quoted_names_are_maintained_and_compacted(small_compaction: None) -> None:

@@ -14,9 +14,9 @@ from __future__ import annotations
 import duckdb
 
 from ivm.errors import ConstraintError
-from ivm.render import W, column_list, null_safe_match
+from ivm.plan.sql import W, column_list, null_safe_match
 from ivm.schema import TableSchema, quote
-from storage.results import fetch_first
+from ivm.storage.results import fetch_first
 
 
 def upsert_sql(table: TableSchema, change: str, trace: str) -> str:

@@ -3,7 +3,7 @@
 The driver keeps the catalog and the epoch in ``<path>/ivm.duckdb`` (with empty
 copies of every relation, so views are planned and typed exactly as in
 embedded mode). Contents and state live in partition files
-(``storage.partitions``), written only by Spark tasks (``ivm.spark_executor``).
+(``ivm.storage.partitions``), written only by Spark tasks (``ivm.execution.spark.executor``).
 
 An ingest is one epoch:
 
@@ -21,7 +21,7 @@ back (right away when the ingest fails, when the session opens, and at the
 latest when a task next touches it).
 
 Each table and view is registered in the Spark SQL catalog (a temporary view
-over the ``ivm`` data source, ``views.spark_source``).
+over the ``ivm`` data source, ``ivm.views.spark.source``).
 """
 
 from __future__ import annotations
@@ -37,30 +37,8 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
-from pyspark.sql import DataFrame
-from pyspark.sql import SparkSession as PySparkSession
-from pyspark.sql.pandas.types import to_arrow_schema
-
-from ivm.binary_joins import binary_joins
-from ivm.circuit import Circuit
-from ivm.errors import ExecutionError, IvmError, SchemaError, SqlError, StateError
-from ivm.executor import run_sql
-from ivm.incrementalize import incrementalize
-from ivm.plan import Plan
-from ivm.render import consolidate_sql, expand_sql
-from ivm.schema import Schema, TableSchema, quote
-from ivm.spark_executor import (
-    FailurePoint,
-    SparkEpoch,
-    reads,
-    spark_struct,
-    translate_error,
-)
-from ivm.stage_task import Ticket
-from ivm.stages import Stage, table_stage, view_stages
-from ivm.wire import arrow_schema, conform, from_wire_sql, to_wire_sql
-from sql_frontend.statements import CreateTable, CreateView, Drop
-from storage.partitions import (
+from ivm.sql_frontend.statements import CreateTable, CreateView, Drop
+from ivm.storage.partitions import (
     partition_files,
     roll_back_ahead,
     stray_directories,
@@ -68,10 +46,32 @@ from storage.partitions import (
     view_directory,
     write_fence,
 )
-from storage.results import fetch_first
-from views.batches import normalize_batch
-from views.session import Session, check_read_query
-from views.spark_source import TRACE, IvmDataSource, has_contents
+from ivm.storage.results import fetch_first
+from ivm.views.batches import normalize_batch
+from ivm.views.session import Session, check_read_query
+from ivm.views.spark.source import TRACE, IvmDataSource, has_contents
+from pyspark.sql import DataFrame
+from pyspark.sql import SparkSession as PySparkSession
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from ivm.circuit.circuit import Circuit
+from ivm.circuit.incrementalize import incrementalize
+from ivm.errors import ExecutionError, IvmError, SchemaError, SqlError, StateError
+from ivm.execution.embedded import run_sql
+from ivm.execution.spark.executor import (
+    FailurePoint,
+    SparkEpoch,
+    reads,
+    spark_struct,
+    translate_error,
+)
+from ivm.execution.spark.stage_task import Ticket
+from ivm.execution.spark.stages import Stage, table_stage, view_stages
+from ivm.execution.spark.wire import arrow_schema, conform, from_wire_sql, to_wire_sql
+from ivm.passes.binary_joins import binary_joins
+from ivm.plan.nodes import Plan
+from ivm.plan.sql import consolidate_sql, expand_sql
+from ivm.schema import Schema, TableSchema, quote
 
 MODE = "spark"
 

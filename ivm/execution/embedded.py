@@ -22,7 +22,7 @@ from collections.abc import Mapping
 
 import duckdb
 
-from ivm.circuit import (
+from ivm.circuit.circuit import (
     Circuit,
     DeltaJoin,
     IncrementalAggregate,
@@ -32,10 +32,11 @@ from ivm.circuit import (
     Source,
 )
 from ivm.errors import ExecutionError
+from ivm.execution.state import StateStore
 from ivm.operators import aggregate, distinct
 from ivm.operators.join import delta_join_sql
-from ivm.plan import Filter, Join, Project
-from ivm.render import (
+from ivm.plan.nodes import Filter, Join, Project
+from ivm.plan.sql import (
     W,
     column_list,
     consolidate_sql,
@@ -46,8 +47,7 @@ from ivm.render import (
     union_all_sql,
 )
 from ivm.schema import Column, Schema
-from ivm.state import StateStore
-from storage.traces import create_trace
+from ivm.storage.traces import create_trace
 
 
 def run_sql(con: duckdb.DuckDBPyConnection, sql: str) -> None:

@@ -37,12 +37,19 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ivm import errors
-from ivm.circuit import Linear, Operator, Source
-from ivm.plan import Filter, Project
+from ivm.circuit.circuit import Linear, Operator, Source
+from ivm.execution.spark.stage_task import Ticket, apply_partition, configure
+from ivm.execution.spark.stages import Stage, linear_sql
+from ivm.execution.spark.wire import (
+    WireType,
+    arrow_schema,
+    conform,
+    from_wire_sql,
+    to_wire_sql,
+    wire_types,
+)
+from ivm.plan.nodes import Filter, Project
 from ivm.schema import WEIGHT, Schema
-from ivm.stage_task import Ticket, apply_partition, configure
-from ivm.stages import Stage, linear_sql
-from ivm.wire import WireType, arrow_schema, conform, from_wire_sql, to_wire_sql, wire_types
 
 _SPARK_TYPES: dict[str, T.DataType] = {
     "boolean": T.BooleanType(),

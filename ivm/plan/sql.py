@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from sqlglot import exp
 
-from ivm.plan import (
+from ivm.plan.nodes import (
     Aggregate,
     AggregateCall,
     Distinct,
@@ -28,7 +28,7 @@ from ivm.plan import (
     UnionAll,
 )
 from ivm.schema import Schema, quote
-from storage.sqltext import W, column_list, consolidate_sql, expand_sql
+from ivm.storage.sqltext import W, column_list, consolidate_sql, expand_sql
 
 __all__ = ["W", "column_list", "consolidate_sql", "expand_sql"]  # re-exported for operators
 

@@ -8,7 +8,7 @@ becomes one operator read twice.
 
 from __future__ import annotations
 
-from ivm.circuit import (
+from ivm.circuit.circuit import (
     Circuit,
     DeltaJoin,
     IncrementalAggregate,
@@ -18,7 +18,7 @@ from ivm.circuit import (
     Source,
 )
 from ivm.operators.aggregate import AggregateShape
-from ivm.plan import Aggregate, Distinct, Filter, Join, Plan, Project, Scan, UnionAll
+from ivm.plan.nodes import Aggregate, Distinct, Filter, Join, Plan, Project, Scan, UnionAll
 
 
 def incrementalize(plan: Plan, view: str) -> Circuit:

@@ -1,7 +1,7 @@
 """The engine's view of storage: where traces live and how a table is named.
 
 The executor asks a ``StateStore`` for table names and never decides them
-itself; ``storage.naming`` is the DuckDB implementation.
+itself; ``ivm.storage.naming`` is the DuckDB implementation.
 """
 
 from __future__ import annotations

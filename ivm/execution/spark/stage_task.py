@@ -23,15 +23,15 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from ivm.constraints import check_change, upsert_sql
 from ivm.errors import ExecutionError, StateError
-from ivm.executor import EpochRunner
-from ivm.render import consolidate_sql, empty_relation
+from ivm.execution.constraints import check_change, upsert_sql
+from ivm.execution.embedded import EpochRunner
+from ivm.execution.spark.stages import CONTENTS, Stage, input_name
+from ivm.execution.spark.wire import arrow_schema, conform, from_wire_sql, to_wire_sql
+from ivm.plan.sql import consolidate_sql, empty_relation
 from ivm.schema import TableSchema, quote
-from ivm.stages import CONTENTS, Stage, input_name
-from ivm.wire import arrow_schema, conform, from_wire_sql, to_wire_sql
-from storage.partitions import OUT, PartitionLog, compact_due, open_partition, partition_file
-from storage.traces import create_trace
+from ivm.storage.partitions import OUT, PartitionLog, compact_due, open_partition, partition_file
+from ivm.storage.traces import create_trace
 
 WIDE = "__ivm_wide"
 

@@ -29,7 +29,7 @@ from typing import Literal
 
 from sqlglot import exp
 
-from ivm.circuit import (
+from ivm.circuit.circuit import (
     Circuit,
     DeltaJoin,
     IncrementalAggregate,
@@ -38,10 +38,10 @@ from ivm.circuit import (
     Source,
 )
 from ivm.errors import UnsupportedSQL
-from ivm.plan import Filter, Project, Scan
-from ivm.render import filter_sql, project_sql
+from ivm.execution.spark.wire import wire_type, wire_types
+from ivm.plan.nodes import Filter, Project, Scan
+from ivm.plan.sql import filter_sql, project_sql
 from ivm.schema import Schema, TableSchema
-from ivm.wire import wire_type, wire_types
 
 StageKind = Literal["table", "join", "aggregate", "distinct", "output"]
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from ivm.operators.aggregate import AggregateShape
-from ivm.plan import Filter, Join, Plan, Project
-from ivm.render import sql_of
+from ivm.plan.nodes import Filter, Join, Plan, Project
+from ivm.plan.sql import sql_of
 
 
 @dataclass(frozen=True, eq=False)

@@ -18,7 +18,7 @@ from dataclasses import replace
 
 from sqlglot import exp
 
-from ivm.plan import Aggregate, Distinct, Filter, Join, Plan, Project, Scan, UnionAll
+from ivm.plan.nodes import Aggregate, Distinct, Filter, Join, Plan, Project, Scan, UnionAll
 from ivm.schema import Schema
 
 
