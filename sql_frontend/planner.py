@@ -28,18 +28,15 @@ from sqlglot.errors import OptimizeError, SqlglotError
 from sqlglot.optimizer.qualify import qualify
 
 from ivm.errors import SqlError, UnsupportedSQL
-from ivm.plan.nodes import (
-    Aggregate,
-    AggregateCall,
-    Distinct,
-    Filter,
-    Join,
-    Plan,
-    Project,
-    Scan,
-    UnionAll,
-)
-from ivm.plan.sql import plain_sql, union_all_sql
+from ivm.operators.aggregate import Aggregate, AggregateCall
+from ivm.operators.distinct import Distinct
+from ivm.operators.filter import Filter
+from ivm.operators.join import Join
+from ivm.operators.project import Project
+from ivm.operators.scan import Scan
+from ivm.operators.union_all import UnionAll
+from ivm.plan.node import Plan, plain_sql
+from ivm.plan.sql import union_all_sql
 from ivm.schema import WEIGHT, Column, Schema
 
 Describe = Callable[[str], Schema]
@@ -399,7 +396,8 @@ class _Planner:
                         arguments[arg_text] = f"__a{len(arguments)}"
                         pre.append((arguments[arg_text], argument))
                     arg = arguments[arg_text]
-                calls[text] = AggregateCall(name=f"__g{len(calls)}", func=func, arg=arg)
+                args = (arg,) if arg is not None else ()
+                calls[text] = AggregateCall(name=f"__g{len(calls)}", func=func, args=args)
             return calls[text]
 
         def over_aggregate(expression: exp.Expression) -> exp.Expression:

@@ -8,6 +8,8 @@ from __future__ import annotations
 from ivm.storage.sqltext import quote
 
 PREFIX = "__ivm_"
+FINGERPRINT_CHARS = 16
+"""Hex digits of an operator's fingerprint kept in a table name (64 bits)."""
 
 
 class TableNames:
@@ -17,13 +19,13 @@ class TableNames:
         """Trace of a base table or a view's output: its rows and weights."""
         return quote(f"{PREFIX}rel_{name}")
 
-    def operator_trace(self, view: str, index: int) -> str:
-        """State trace of one stateful operator of a view's circuit."""
-        return quote(f"{PREFIX}op_{view}#{index}")
+    def operator_trace(self, view: str, operator: str, role: str) -> str:
+        """Trace ``role`` of the operator with fingerprint ``operator`` in a view's circuit."""
+        return quote(f"{PREFIX}op_{view}#{role}-{operator[:FINGERPRINT_CHARS]}")
 
-    def scratch(self, view: str, index: int, part: str) -> str:
+    def scratch(self, view: str, operator: str, part: str) -> str:
         """A temporary table for one epoch's intermediate result."""
-        return quote(f"{PREFIX}tmp_{view}#{index}_{part}")
+        return quote(f"{PREFIX}tmp_{view}#{operator[:FINGERPRINT_CHARS]}_{part}")
 
     def change(self, name: str) -> str:
         """A temporary table holding this epoch's change of a table or view."""

@@ -1,0 +1,1 @@
+"""Incremental circuits: ``incrementalize`` turns a plan into a ``Circuit`` of operators."""

@@ -1,49 +1,29 @@
 """The one pass from a logical plan to its incremental circuit, by DBSP's rules.
 
-Linear operators (filter, project, UNION ALL) apply to changes as they are; an
+Each plan node becomes the operator its kind registers (``ivm.operators.registry``):
+linear operators (filter, project, UNION ALL) apply to changes as they are; an
 inner join becomes a delta query over its inputs' integrals; GROUP BY and
-DISTINCT keep a trace and emit only what changed. A plan node used twice (a CTE)
-becomes one operator read twice.
+DISTINCT keep traces and emit only what changed. A plan node used twice (a CTE),
+or two equal subplans, become one operator read twice.
 """
 
 from __future__ import annotations
 
-from ivm.circuit.circuit import (
-    Circuit,
-    DeltaJoin,
-    IncrementalAggregate,
-    IncrementalDistinct,
-    Linear,
-    Operator,
-    Source,
-)
-from ivm.operators.aggregate import AggregateShape
-from ivm.plan.nodes import Aggregate, Distinct, Filter, Join, Plan, Project, Scan, UnionAll
+from ivm.circuit.circuit import Circuit
+from ivm.operators.base import Describe, Operator
+from ivm.operators.registry import operator_for
+from ivm.plan.node import Plan
 
 
-def incrementalize(plan: Plan, view: str) -> Circuit:
-    """Turn a logical plan into its incremental circuit (DBSP's rules, one pass)."""
-    operators: list[Operator] = []
-    by_node: dict[int, Operator] = {}
+def incrementalize(plan: Plan, view: str, describe: Describe) -> Circuit:
+    """Turn a logical plan into its incremental circuit (DBSP's rules, one pass).
+
+    ``describe`` types the state of operators that need DuckDB to type it.
+    """
+    built: dict[int, Operator] = {}
+    shared: dict[str, Operator] = {}
     for node in plan.walk():
-        inputs = tuple(by_node[id(child)] for child in node.inputs)
-        index = len(operators)
-        op: Operator
-        if isinstance(node, Scan):
-            op = Source(index, node, inputs, name=node.name)
-        elif isinstance(node, (Filter, Project, UnionAll)):
-            op = Linear(index, node, inputs)
-        elif isinstance(node, Join):
-            op = DeltaJoin(index, node, inputs)
-        elif isinstance(node, Aggregate):
-            shape = AggregateShape(
-                keys=node.keys, calls=node.calls, output=node.schema, arguments=node.input.schema
-            )
-            op = IncrementalAggregate(index, node, inputs, shape=shape)
-        elif isinstance(node, Distinct):
-            op = IncrementalDistinct(index, node, inputs)
-        else:  # pragma: no cover - the planner builds only the nodes above
-            raise TypeError(f"cannot incrementalize {type(node).__name__}")
-        operators.append(op)
-        by_node[id(node)] = op
-    return Circuit(view=view, operators=tuple(operators))
+        inputs = tuple(built[id(child)] for child in node.children())
+        op = operator_for(node, inputs, describe)
+        built[id(node)] = shared.setdefault(op.fingerprint, op)
+    return Circuit.of(view, built[id(plan)])

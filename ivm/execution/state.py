@@ -1,7 +1,9 @@
 """The engine's view of storage: where traces live and how a table is named.
 
 The executor asks a ``StateStore`` for table names and never decides them
-itself; ``ivm.storage.naming`` is the DuckDB implementation.
+itself; ``ivm.storage.naming`` is the DuckDB implementation. Operator state is
+named by the operator's fingerprint and the trace's role, never by position,
+so a trace can only ever be found by the operator that computes what it holds.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ class StateStore(Protocol):
         """Quoted table name of the trace of base table or view ``name``."""
         ...
 
-    def operator_trace(self, view: str, index: int) -> str:
-        """Quoted table name of the state trace of operator ``index`` of ``view``."""
+    def operator_trace(self, view: str, operator: str, role: str) -> str:
+        """Quoted table name of trace ``role`` of the operator with fingerprint ``operator``
+        in ``view``'s circuit."""
         ...
 
-    def scratch(self, view: str, index: int, part: str) -> str:
+    def scratch(self, view: str, operator: str, part: str) -> str:
         """Quoted name of a temporary table for one epoch's intermediate result."""
         ...

@@ -1,5 +1,4 @@
-"""Incremental operators: each module builds the DuckDB SQL of one operator's epoch.
-
-Every module opens with the operator's meaning in (row, weight) terms and the
-state it keeps. Functions here return SQL text; the executor runs it.
+"""Incremental operators: one module per operator kind, holding its plan node, its
+(row, weight) meaning, the state it keeps and its incremental rule
+(``ivm.operators.base`` is the interface, ``ivm.operators.registry`` the list).
 """

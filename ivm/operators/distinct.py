@@ -1,4 +1,4 @@
-"""Incremental DISTINCT (``distinct_incremental`` of DBSP).
+"""DISTINCT (``distinct_incremental`` of DBSP).
 
 Meaning: each row whose net weight in the input is positive, with weight 1.
 
@@ -11,8 +11,57 @@ and by −1 when w > 0 ≥ w+δ: only weights crossing zero produce output.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from ivm.plan.sql import W, column_list, null_safe_match
+from ivm.operators.base import Operator, Run, TraceSpec
+from ivm.plan.node import Plan
+from ivm.plan.sql import W, column_list, consolidate_sql, null_safe_match
+
+INPUT = "input"
+
+
+@dataclass(frozen=True, eq=False)
+class Distinct(Plan):
+    """Each distinct row of ``input`` once."""
+
+    input: Plan
+
+    def plain(self, inputs: Sequence[str]) -> str:
+        return f"SELECT DISTINCT * FROM ({inputs[0]}) AS __in"
+
+    def describe(self) -> str:
+        return "Distinct"
+
+
+@dataclass(frozen=True, eq=False)
+class IncrementalDistinct(Operator):
+    """DISTINCT: a trace of its input; output only where a row's weight crosses zero."""
+
+    kind = "distinct"
+
+    def traces(self) -> tuple[TraceSpec, ...]:
+        return (TraceSpec(INPUT, self.schema, tuple(self.schema.names)),)
+
+    def input_keys(self) -> tuple[tuple[str, ...] | None, ...]:
+        return (tuple(self.inputs[0].schema.names),)
+
+    def change(self, run: Run) -> str | None:
+        change = run.change(self.inputs[0])
+        if change is None:
+            return None
+        names = self.schema.names
+        consolidated = run.materialize(self, "input", consolidate_sql(change, names))
+        trace = run.trace(self, INPUT)
+        run.append(trace, consolidated)
+        return run.materialize(self, "output", distinct_step_sql(names, consolidated, trace))
+
+    def integral(self, run: Run) -> str:
+        cols = column_list(self.schema.names)
+        trace = run.trace(self, INPUT)
+        return f"SELECT {cols}, 1::BIGINT AS {W} FROM {trace} GROUP BY {cols} HAVING SUM({W}) > 0"
+
+    def label(self) -> str:
+        return "IncrementalDistinct (state: input trace by whole row)"
 
 
 def distinct_step_sql(names: Sequence[str], delta: str, trace: str) -> str:
@@ -33,9 +82,3 @@ def distinct_step_sql(names: Sequence[str], delta: str, trace: str) -> str:
         f"FROM ({delta}) AS d LEFT JOIN ({old}) AS o ON {null_safe_match(names, 'd', 'o')}) AS c "
         f"WHERE {W} <> 0"
     )
-
-
-def snapshot_sql(names: Sequence[str], trace: str) -> str:
-    """The distinct output's integral read from the input trace."""
-    cols = column_list(names)
-    return f"SELECT {cols}, 1::BIGINT AS {W} FROM {trace} GROUP BY {cols} HAVING SUM({W}) > 0"

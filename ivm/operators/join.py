@@ -1,8 +1,8 @@
-"""Incremental inner join of n inputs: a delta query.
+"""Inner join of n inputs, maintained as a delta query.
 
-Meaning: join(R₁..Rₙ) holds (r₁‥rₙ) with weight w₁·…·wₙ where the condition holds.
-Incremental form (DBSP, dogsdogsdogs): with Rᵢ the integral before this epoch and
-ΔRᵢ this epoch's change,
+Meaning: join(R₁..Rₙ) holds (r₁‥rₙ) with weight w₁·…·wₙ where the condition
+holds. Incremental form (DBSP, dogsdogsdogs): with Rᵢ the integral before this
+epoch and ΔRᵢ this epoch's change,
 
     Δ join = Σᵢ ΔRᵢ ⋈ R₁..ᵢ₋₁(new) ⋈ Rᵢ₊₁..ₙ(old),    new = old ⊎ Δ.
 
@@ -11,39 +11,117 @@ version, so a change to several inputs in one epoch is neither missed nor
 counted twice. Terms whose ΔRᵢ is empty are skipped.
 
 State: none of its own. Each input's integral is read from the traces below it
-(a base table's trace, an aggregate's output trace…).
+(a base table's trace, an aggregate's output trace…). Partitioned, a binary
+join co-locates its inputs by its equi-keys; without one it runs in one place.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from sqlglot import exp
 
-from ivm.plan.sql import join_sql, union_all_sql
-from ivm.schema import Schema
+from ivm.operators.base import Operator, Run
+from ivm.plan.node import Plan
+from ivm.plan.sql import join_sql, sql_of, union_all_sql
 
 
-def delta_join_sql(
-    deltas: Sequence[str | None],
-    olds: Sequence[str],
-    schemas: Sequence[Schema],
-    condition: exp.Expression | None,
-) -> str | None:
-    """SQL of the join's change, or None when no input changed."""
-    terms = []
-    for i, delta in enumerate(deltas):
-        if delta is None:
-            continue
-        sources = []
-        for j, old in enumerate(olds):
-            if j < i and deltas[j] is not None:
-                sources.append(union_all_sql([old, deltas[j]]))
-            elif j == i:
-                sources.append(delta)
-            else:
-                sources.append(old)
-        terms.append(join_sql(sources, schemas, condition, weighted=True))
-    if not terms:
-        return None
-    return terms[0] if len(terms) == 1 else union_all_sql(terms)
+@dataclass(frozen=True, eq=False)
+class Join(Plan):
+    """Inner join of any number of inputs on ``condition`` (None: cross product).
+
+    Input column names are unique across inputs; the output is their concatenation.
+    """
+
+    relations: tuple[Plan, ...]
+    condition: exp.Expression | None
+
+    def plain(self, inputs: Sequence[str]) -> str:
+        return join_sql(inputs, [r.schema for r in self.relations], self.condition, False)
+
+    def describe(self) -> str:
+        on = sql_of(self.condition) if self.condition is not None else "true"
+        return f"Join of {len(self.relations)} inputs on {on}"
+
+    def equi_keys(self) -> list[tuple[str, str]]:
+        """Column pairs the condition equates across two different inputs."""
+        if self.condition is None:
+            return []
+        owner = {c: i for i, r in enumerate(self.relations) for c in r.schema.names}
+        pairs = []
+        for conjunct in conjuncts(self.condition):
+            if isinstance(conjunct, exp.EQ) and all(
+                isinstance(side, exp.Column) for side in (conjunct.left, conjunct.right)
+            ):
+                left, right = conjunct.left.name, conjunct.right.name
+                if left in owner and right in owner and owner[left] != owner[right]:
+                    pairs.append((left, right) if owner[left] < owner[right] else (right, left))
+        return pairs
+
+
+def conjuncts(condition: exp.Expression | None) -> list[exp.Expression]:
+    """The terms of a conjunction, however its ANDs are nested or parenthesized."""
+    if condition is None:
+        return []
+    while isinstance(condition, exp.Paren):
+        condition = condition.this
+    if isinstance(condition, exp.And):
+        return conjuncts(condition.this) + conjuncts(condition.expression)
+    return [condition]
+
+
+@dataclass(frozen=True, eq=False)
+class DeltaJoin(Operator):
+    """Inner join as a delta query: Σᵢ ΔRᵢ ⋈ earlier inputs (new) ⋈ later inputs (old)."""
+
+    kind = "join"
+
+    @property
+    def join(self) -> Join:
+        """The join's plan node."""
+        assert isinstance(self.node, Join)
+        return self.node
+
+    def input_keys(self) -> tuple[tuple[str, ...] | None, ...]:
+        if len(self.inputs) != 2:
+            return tuple(() for _ in self.inputs)
+        left = set(self.join.relations[0].schema.names)
+        pairs = [(a, b) if a in left else (b, a) for a, b in self.join.equi_keys()]
+        return tuple(a for a, _ in pairs), tuple(b for _, b in pairs)
+
+    def reads_integrals(self) -> tuple[bool, ...]:
+        return tuple(True for _ in self.inputs)
+
+    def change(self, run: Run) -> str | None:
+        deltas = [run.change(i) for i in self.inputs]
+        if all(d is None for d in deltas):
+            return None
+        olds = [run.integral(i) for i in self.inputs]
+        schemas = [i.schema for i in self.inputs]
+        terms = []
+        for i, delta in enumerate(deltas):
+            if delta is None:
+                continue
+            sources = []
+            for j, old in enumerate(olds):
+                if j < i and deltas[j] is not None:
+                    sources.append(union_all_sql([old, deltas[j]]))  # type: ignore[list-item]
+                elif j == i:
+                    sources.append(delta)
+                else:
+                    sources.append(old)
+            terms.append(join_sql(sources, schemas, self.join.condition, weighted=True))
+        return terms[0] if len(terms) == 1 else union_all_sql(terms)
+
+    def integral(self, run: Run) -> str:
+        olds = [run.integral(i) for i in self.inputs]
+        return join_sql(olds, [i.schema for i in self.inputs], self.join.condition, True)
+
+    def label(self) -> str:
+        on = sql_of(self.join.condition) if self.join.condition is not None else "true"
+        keys = ", ".join(f"{a} = {b}" for a, b in self.join.equi_keys()) or "none (nested loop)"
+        return (
+            f"DeltaJoin of {len(self.inputs)} inputs on {on}; equi-keys: {keys} "
+            "(state: the inputs' integrals)"
+        )

@@ -1,0 +1,28 @@
+"""Circuit passes: functions from circuit to circuit, applied in the order of ``PASSES``.
+
+As in sqlglot's optimizer, each pass is given only the keyword options its
+signature names (``optimize(circuit, partitioned=True)`` reaches only the passes
+that take ``partitioned``).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from ivm.circuit.circuit import Circuit
+from ivm.passes.binary_joins import binary_joins
+
+Pass = Callable[..., Circuit]
+
+PASSES: tuple[Pass, ...] = (binary_joins,)
+"""Every circuit pass, in the order they run."""
+
+
+def optimize(circuit: Circuit, passes: tuple[Pass, ...] = PASSES, **options: Any) -> Circuit:
+    """``circuit`` after every pass, each given the options it takes."""
+    for step in passes:
+        accepted = inspect.signature(step).parameters
+        circuit = step(circuit, **{k: v for k, v in options.items() if k in accepted})
+    return circuit

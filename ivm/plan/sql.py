@@ -1,4 +1,4 @@
-"""Render plan nodes to DuckDB SQL over relations given as SQL text.
+"""SQL text of relational operators over relations given as SQL text.
 
 Two forms of every relational operator:
 
@@ -16,17 +16,6 @@ from collections.abc import Sequence
 
 from sqlglot import exp
 
-from ivm.plan.nodes import (
-    Aggregate,
-    AggregateCall,
-    Distinct,
-    Filter,
-    Join,
-    Plan,
-    Project,
-    Scan,
-    UnionAll,
-)
 from ivm.schema import Schema, quote
 from ivm.storage.sqltext import W, column_list, consolidate_sql, expand_sql
 
@@ -91,52 +80,8 @@ def union_all_sql(sources: Sequence[str]) -> str:
     return " UNION ALL ".join(f"SELECT * FROM ({s}) AS __u{i}" for i, s in enumerate(sources))
 
 
-def plain_aggregate_call(call: AggregateCall) -> str:
-    """SQL of one aggregate call with ordinary (unweighted) semantics."""
-    if call.func == "count_star":
-        return "COUNT(*)"
-    return f"{call.func.upper()}({quote(call.arg or '')})"
-
-
-def plain_aggregate_sql(source: str, keys: Sequence[str], calls: Sequence[AggregateCall]) -> str:
-    """GROUP BY ``keys`` over a bag (no weights); a global aggregate when keys is empty."""
-    parts = [quote(k) for k in keys]
-    parts += [f"{plain_aggregate_call(c)} AS {quote(c.name)}" for c in calls]
-    group = f" GROUP BY {column_list(keys)}" if keys else ""
-    return f"SELECT {', '.join(parts)} FROM ({source}) AS __in{group}"
-
-
-def plain_distinct_sql(source: str) -> str:
-    """Each distinct row of a bag once."""
-    return f"SELECT DISTINCT * FROM ({source}) AS __in"
-
-
 def null_safe_match(names: Sequence[str], left: str, right: str) -> str:
     """Predicate: the ``names`` columns of ``left`` and ``right`` are equal, NULL matching NULL."""
     if not names:
         return "true"
     return " AND ".join(f"{left}.{quote(n)} IS NOT DISTINCT FROM {right}.{quote(n)}" for n in names)
-
-
-def plain_sql(node: Plan) -> str:
-    """Non-incremental (bag) SQL of a whole plan; a Scan reads the relation of its name."""
-    if isinstance(node, Scan):
-        return f"SELECT {column_list(node.schema.names)} FROM {quote(node.name)}"
-    if isinstance(node, Filter):
-        return filter_sql(plain_sql(node.input), node.predicate)
-    if isinstance(node, Project):
-        return project_sql(plain_sql(node.input), node.exprs, weighted=False)
-    if isinstance(node, Join):
-        return join_sql(
-            [plain_sql(r) for r in node.relations],
-            [r.schema for r in node.relations],
-            node.condition,
-            weighted=False,
-        )
-    if isinstance(node, Aggregate):
-        return plain_aggregate_sql(plain_sql(node.input), node.keys, node.calls)
-    if isinstance(node, Distinct):
-        return plain_distinct_sql(plain_sql(node.input))
-    if isinstance(node, UnionAll):
-        return union_all_sql([plain_sql(p) for p in node.parts])
-    raise TypeError(f"no plain rendering for {type(node).__name__}")

@@ -1,0 +1,288 @@
+"""The aggregate-function registry: every aggregate ivm maintains, declared once.
+
+Each function is one of two classes (as Materialize classifies its reductions),
+and the aggregate operators follow the class, never the name:
+
+* **invertible** for an argument type: its value follows from a few running
+  sums per group (*moments*, each ``SUM(term · weight)``), which a change
+  updates by adding its own partial sums, deletes included. The operator keeps
+  the moments per group and ``finalize`` turns them into the value. COUNT, SUM
+  and AVG over exact numbers, VAR/STDDEV over narrow exact numbers, BOOL_AND/OR.
+* **per key** otherwise: the value is recomputed, for each group the change
+  touches, from the group's live rows (``ivm.operators.per_key``). MIN/MAX,
+  anything DISTINCT, floating-point sums (NaN, ±inf and 1e17 + 1 − 1e17 make a
+  running float sum wrong), medians, quantiles, modes, ordered lists.
+
+A per-key call is rendered over the group's live rows either *weighted* (each
+row once with its multiplicity ``__w``: MIN, SUM(x·w)…) or, for functions that
+need every copy (MEDIAN, LIST…), over the rows expanded by their weights.
+
+Where DuckDB leaves a result to chance, ivm is deterministic, and says so:
+MODE picks the smallest of equally frequent values, ARG_MIN/ARG_MAX the
+smallest argument among equal extremes, and ordered lists break ORDER BY ties
+by the aggregated values themselves.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ivm.storage.sqltext import W, quote
+
+SMALL_INTEGERS = frozenset(
+    {"TINYINT", "SMALLINT", "INTEGER", "UTINYINT", "USMALLINT", "UINTEGER"}
+)
+INTEGERS = SMALL_INTEGERS | {"BIGINT", "UBIGINT", "HUGEINT", "UHUGEINT"}
+FLOATS = frozenset({"FLOAT", "REAL", "DOUBLE", "FLOAT4", "FLOAT8"})
+_DECIMAL = re.compile(r"DECIMAL\((\d+),\s*(\d+)\)")
+
+MAX_SQUARED_DECIMAL_DIGITS = 13
+"""VAR/STDDEV keep exact sums of squares in HUGEINT (2^127) when every value, scaled to
+an integer, is below 10^13 (≈ 2^43): then 2^40 rows per group cannot overflow."""
+
+
+def decimal_scale(type_: str) -> tuple[int, int] | None:
+    """(precision, scale) of a DECIMAL type, None for any other type."""
+    match = _DECIMAL.fullmatch(type_.upper().replace(" ", ""))
+    return (int(match[1]), int(match[2])) if match else None
+
+
+def is_exact_number(type_: str) -> bool:
+    """Integers, DECIMAL and BOOLEAN: sums of them are exact (no rounding)."""
+    spelled = type_.upper()
+    return spelled in INTEGERS or spelled == "BOOLEAN" or decimal_scale(spelled) is not None
+
+
+# -- invertible functions ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Moment:
+    """One running sum kept per group: ``SUM(term · weight)`` with ``{x}`` the argument.
+
+    ``type``: the type it is kept as (None: the type DuckDB gives the sum).
+    """
+
+    name: str
+    term: str  # SQL over {x}; the weight multiplies it
+    type: str | None = None
+
+
+@dataclass(frozen=True)
+class Invertible:
+    """How an invertible function is kept: its moments and the value they give.
+
+    ``finalize`` gets each moment's SQL (a column of the state) by name and
+    returns the value's SQL (NULL where the group has no argument values).
+    """
+
+    moments: tuple[Moment, ...]
+    finalize: Callable[[Mapping[str, str]], str]
+
+
+NON_NULL = Moment("n", "CASE WHEN {x} IS NULL THEN 0 ELSE 1 END", "BIGINT")
+"""Rows whose argument is not NULL."""
+
+
+def _sum_of(type_: str) -> Moment:
+    # Integer sums are HUGEINT in DuckDB; widen before weighting so n·x cannot overflow.
+    if type_.upper() in INTEGERS or type_.upper() == "BOOLEAN":
+        return Moment("s", "CAST({x} AS HUGEINT)")
+    return Moment("s", "{x}")
+
+
+def _count_star(_: str) -> Invertible:
+    return Invertible((Moment("n", "1", "BIGINT"),), lambda m: m["n"])
+
+
+def _count(_: str) -> Invertible:
+    return Invertible((NON_NULL,), lambda m: m["n"])
+
+
+def _sum(type_: str) -> Invertible | None:
+    if not is_exact_number(type_):
+        return None
+    return Invertible(
+        (NON_NULL, _sum_of(type_)), lambda m: f"CASE WHEN {m['n']} = 0 THEN NULL ELSE {m['s']} END"
+    )
+
+
+def _avg(type_: str) -> Invertible | None:
+    if not is_exact_number(type_):
+        return None
+    return Invertible(
+        (NON_NULL, _sum_of(type_)),
+        lambda m: f"CASE WHEN {m['n']} = 0 THEN NULL ELSE CAST({m['s']} AS DOUBLE) / {m['n']} END",
+    )
+
+
+def _bool(kind: str) -> Callable[[str], Invertible | None]:
+    def invertible(type_: str) -> Invertible | None:
+        if type_.upper() != "BOOLEAN":
+            return None
+        moments = (
+            Moment("t", "CASE WHEN {x} THEN 1 ELSE 0 END", "BIGINT"),
+            Moment("f", "CASE WHEN NOT {x} THEN 1 ELSE 0 END", "BIGINT"),
+        )
+        test = "{f} = 0" if kind == "and" else "{t} > 0"
+        return Invertible(
+            moments,
+            lambda m: f"CASE WHEN {m['t']} + {m['f']} = 0 THEN NULL "
+            f"ELSE {test.format(t=m['t'], f=m['f'])} END",
+        )
+
+    return invertible
+
+
+HUGEINT_HEADROOM = 2**126
+"""n·A below this fits HUGEINT (2^127) with room for the −r² that follows."""
+
+
+def _variance(sample: bool, root: bool) -> Callable[[str], Invertible | None]:
+    """VAR/STDDEV from n, Σx and Σx² kept exactly (x scaled to an integer).
+
+    With s = q·n + r (integer division), n·Σx² − s² = n·A − r² where
+    A = Σx² − q·(s + r) stays near the group's sum of squared deviations, so the
+    numerator is computed exactly in HUGEINT (then one rounding to DOUBLE), with
+    no cancellation however large the mean. Only for groups too large for
+    HUGEINT does it fall back to DOUBLE, from the same exact A.
+    """
+
+    def invertible(type_: str) -> Invertible | None:
+        spelled = type_.upper()
+        if spelled in SMALL_INTEGERS:
+            scale = 0
+        else:
+            decimal = decimal_scale(spelled)
+            if decimal is None or decimal[0] > MAX_SQUARED_DECIMAL_DIGITS:
+                return None
+            scale = decimal[1]
+        scaled = f"CAST(({{x}}) * {10**scale} AS HUGEINT)" if scale else "CAST({x} AS HUGEINT)"
+        moments = (
+            NON_NULL,
+            Moment("s", scaled),
+            Moment("ss", f"{scaled} * {scaled}"),
+        )
+
+        def finalize(m: Mapping[str, str]) -> str:
+            n, s, ss = m["n"], m["s"], m["ss"]
+            q = f"({s} // {n})"
+            r = f"({s} - {q} * {n})"
+            a = f"({ss} - {q} * ({s} + {r}))"
+            exact = f"CAST({n} * {a} - {r} * {r} AS DOUBLE)"
+            wide = f"(CAST({n} AS DOUBLE) * CAST({a} AS DOUBLE) - CAST({r} AS DOUBLE) ^ 2)"
+            numerator = (
+                f"GREATEST(CASE WHEN abs({a}) <= CAST({HUGEINT_HEADROOM} AS HUGEINT) // {n} "
+                f"THEN {exact} ELSE {wide} END, 0)"
+            )
+            denominator = f"(CAST({n} AS DOUBLE) * ({n} - 1))" if sample else f"(CAST({n} AS DOUBLE) ^ 2)"
+            value = f"{numerator} / {denominator}"
+            if scale:
+                value = f"({value}) / {10 ** (2 * scale)}.0"
+            if root:
+                value = f"sqrt({value})"
+            least = 2 if sample else 1
+            return f"CASE WHEN {n} < {least} THEN NULL ELSE {value} END"
+
+        return Invertible(moments, finalize)
+
+    return invertible
+
+
+# -- the registry ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AggregateFunction:
+    """One aggregate function as ivm knows it.
+
+    ``columns``: how many arguments are columns (evaluated per row), in order;
+    ``constants``: how many constant arguments may follow them (a separator, a
+    fraction); ``ordered``: whether ``ORDER BY`` inside the call is refused,
+    optional or required (an unordered list's order would differ between
+    maintenance and recomputation); ``weighted``: SQL of the function over live
+    rows each standing for ``__w`` copies (``{x}``/``{y}`` the argument columns,
+    ``{w}`` the weight, ``{filter}`` where a FILTER clause goes), or None when it
+    needs the rows expanded into copies.
+    """
+
+    name: str
+    columns: int = 1
+    constants: tuple[int, int] = (0, 0)
+    ordered: str = "refused"  # "refused", "optional" or "required"
+    distinct: bool = True
+    weighted: str | None = None
+    invertible: Callable[[str], Invertible | None] = field(default=lambda _: None)
+
+    def invertible_for(self, types: Sequence[str], distinct: bool) -> Invertible | None:
+        """The invertible form for arguments of ``types``; None means per key."""
+        if distinct:
+            return None
+        return self.invertible(types[0] if types else "")
+
+
+_FUNCTIONS = (
+    AggregateFunction("count_star", columns=0, distinct=False,
+                      weighted="COALESCE(SUM({w}){filter}, 0)", invertible=_count_star),
+    AggregateFunction("count",
+                      weighted="COALESCE(SUM(CASE WHEN {x} IS NULL THEN 0 ELSE {w} END){filter}, 0)",
+                      invertible=_count),
+    AggregateFunction("sum", weighted="SUM({x} * CAST({w} AS HUGEINT)){filter}", invertible=_sum),
+    AggregateFunction(
+        "avg",
+        weighted="SUM({x} * CAST({w} AS HUGEINT)){filter} "
+        "/ SUM(CASE WHEN {x} IS NULL THEN NULL ELSE {w} END){filter}",
+        invertible=_avg,
+    ),
+    AggregateFunction("min", weighted="MIN({x}){filter}"),
+    AggregateFunction("max", weighted="MAX({x}){filter}"),
+    AggregateFunction("bool_and", weighted="BOOL_AND({x}){filter}", invertible=_bool("and")),
+    AggregateFunction("bool_or", weighted="BOOL_OR({x}){filter}", invertible=_bool("or")),
+    AggregateFunction("var_samp", invertible=_variance(sample=True, root=False)),
+    AggregateFunction("var_pop", invertible=_variance(sample=False, root=False)),
+    AggregateFunction("stddev_samp", invertible=_variance(sample=True, root=True)),
+    AggregateFunction("stddev_pop", invertible=_variance(sample=False, root=True)),
+    AggregateFunction("median"),
+    AggregateFunction("quantile_cont", constants=(1, 1)),
+    AggregateFunction("quantile_disc", constants=(1, 1)),
+    AggregateFunction("mode"),
+    AggregateFunction("arg_min", columns=2, distinct=False),
+    AggregateFunction("arg_max", columns=2, distinct=False),
+    AggregateFunction("string_agg", constants=(0, 1), ordered="required"),
+    AggregateFunction("list", ordered="required"),
+)
+
+FUNCTIONS: Mapping[str, AggregateFunction] = {f.name: f for f in _FUNCTIONS}
+"""Every aggregate function ivm maintains, by name."""
+
+
+def lookup(name: str) -> AggregateFunction:
+    """The function called ``name`` (KeyError when ivm does not maintain it)."""
+    return FUNCTIONS[name]
+
+
+def weighted_sql(
+    function: AggregateFunction, args: Sequence[str], condition: str | None = None
+) -> str | None:
+    """``function`` over live weighted rows, arguments and FILTER condition given as SQL;
+    None when it needs the rows expanded into copies."""
+    if function.weighted is None:
+        return None
+    names = dict(zip("xy", args, strict=False))
+    where = f" FILTER (WHERE {condition})" if condition else ""
+    return function.weighted.format(w=W, filter=where, **names)
+
+
+__all__ = [
+    "FUNCTIONS",
+    "AggregateFunction",
+    "Invertible",
+    "Moment",
+    "decimal_scale",
+    "is_exact_number",
+    "lookup",
+    "quote",
+    "weighted_sql",
+]

@@ -1,0 +1,170 @@
+"""The operator interface: what every incremental operator declares and computes.
+
+An ``Operator`` is one node of an incremental circuit: the incremental form of
+one logical plan node (``node``) over the operators of its inputs. Each kind
+lives in its own module (``ivm.operators.<kind>``) with its plan node, and
+declares, besides its (row, weight) meaning in the module's docstring:
+
+* ``change(run)``: SQL of its change this epoch, from its inputs' changes and
+  integrals (DBSP's incremental rule); ``integral(run)``: SQL of its output's
+  integral *before* the epoch (what operators above read as "old");
+* ``traces()``: the state it keeps, each trace named by its role and the
+  operator's fingerprint (never by position);
+* ``input_keys()``: per input, the columns its state is partitioned by: what a
+  partitioned executor hashes that input on. Keys of co-partitioned inputs (a
+  join's sides) are aligned position by position; ``()`` means the operator
+  needs all of that input in one place (a global aggregate, a cross join);
+  ``None`` means it has no requirement (linear operators);
+* ``reads_integrals()``: which inputs' integrals it reads (a join reads both;
+  a partitioned executor must keep those inputs' traces beside it);
+* ``label()``: its line in ``explain``.
+
+Executors, ``incrementalize``, stage cutting and ``explain`` use only this
+interface: adding an operator means one module and one line in
+``ivm.operators.REGISTRY``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import ClassVar, Protocol
+
+from ivm.plan.node import Plan
+from ivm.schema import Schema
+
+
+Describe = Callable[[str], Schema]
+"""Returns the schema DuckDB gives a query, without running it (types state columns)."""
+
+
+@dataclass(frozen=True)
+class TraceSpec:
+    """One trace an operator keeps: its role (unique within the operator), its columns
+    (the weight excluded) and the columns it is sorted and partitioned by."""
+
+    role: str
+    schema: Schema
+    key: tuple[str, ...]
+
+
+class Run(Protocol):
+    """What an executor offers operators while it computes one epoch.
+
+    SQL passed around is text of a relation with the operator's columns plus
+    the weight ``__w`` (a Z-set, not necessarily consolidated).
+    """
+
+    backfill: bool
+    """True while a new view fills itself: every input's change is its whole contents."""
+
+    def change(self, op: Operator) -> str | None:
+        """SQL of ``op``'s change this epoch; None when it has none."""
+        ...
+
+    def integral(self, op: Operator) -> str:
+        """SQL of ``op``'s integral before this epoch."""
+        ...
+
+    def source_change(self, name: str, schema: Schema) -> str | None:
+        """The change of base table or view ``name`` this epoch."""
+        ...
+
+    def source_integral(self, name: str, schema: Schema) -> str:
+        """The contents of base table or view ``name`` before this epoch."""
+        ...
+
+    def trace(self, op: Operator, role: str) -> str:
+        """Quoted table name of ``op``'s trace ``role``."""
+        ...
+
+    def materialize(self, op: Operator, part: str, sql: str) -> str:
+        """Run ``sql`` into a scratch table now; returns SQL reading it."""
+        ...
+
+    def append(self, trace: str, rows: str) -> None:
+        """Append ``rows`` to ``trace`` once every view has computed its change."""
+        ...
+
+
+@dataclass(frozen=True, eq=False)
+class Operator:
+    """One incremental operator (see the module docstring for the interface)."""
+
+    node: Plan
+    inputs: tuple[Operator, ...]
+
+    kind: ClassVar[str] = "operator"
+    """Short name of the operator kind (explain, Spark stage directories)."""
+    linear: ClassVar[bool] = False
+    """True when the change is a function of the inputs' changes alone (no state)."""
+
+    @property
+    def schema(self) -> Schema:
+        """The operator's output columns."""
+        return self.node.schema
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """Stable identity: the operator kind and its plan node's fingerprint."""
+        return hashlib.sha256(f"{self.kind}\x1f{self.node.fingerprint()}".encode()).hexdigest()
+
+    def with_inputs(self, inputs: Sequence[Operator]) -> Operator:
+        """The same operator over other inputs (whose nodes replace its node's children)."""
+        inputs = tuple(inputs)
+        node = self.node.with_children([i.node for i in inputs])
+        return dataclasses.replace(self, node=node, inputs=inputs)
+
+    # -- declarations ------------------------------------------------------------------------
+
+    def traces(self) -> tuple[TraceSpec, ...]:
+        """The traces this operator keeps (none by default)."""
+        return ()
+
+    def input_keys(self) -> tuple[tuple[str, ...] | None, ...]:
+        """Per input, the columns its state is partitioned by (see the module docstring)."""
+        return tuple(None for _ in self.inputs)
+
+    def reads_integrals(self) -> tuple[bool, ...]:
+        """Per input, whether the operator reads that input's integral."""
+        return tuple(False for _ in self.inputs)
+
+    def label(self) -> str:
+        """One line for ``explain``."""
+        return self.node.describe()
+
+    # -- computation -------------------------------------------------------------------------
+
+    def change(self, run: Run) -> str | None:
+        """SQL of this operator's change this epoch; None when it has none."""
+        if not self.linear:
+            raise NotImplementedError(type(self).__name__)
+        return self.linear_sql([run.change(i) for i in self.inputs])
+
+    def integral(self, run: Run) -> str:
+        """SQL of this operator's integral before the epoch."""
+        if not self.linear:
+            raise NotImplementedError(type(self).__name__)
+        result = self.linear_sql([run.integral(i) for i in self.inputs])
+        assert result is not None
+        return result
+
+    # -- linear operators --------------------------------------------------------------------
+
+    def linear_sql(self, inputs: Sequence[str | None]) -> str | None:
+        """A linear operator applied to its inputs' Z-sets (None for an absent one)."""
+        raise NotImplementedError(type(self).__name__)
+
+    def column_origin(self, column: str) -> str | None:
+        """For a one-input linear operator: the input column that output ``column`` is,
+        unchanged; None when it is computed."""
+        return None
+
+    def input_signs(self) -> tuple[int, ...]:
+        """For a linear operator of several inputs: the sign each input's rows enter the
+        output with (its output is the signed sum of its inputs)."""
+        return tuple(1 for _ in self.inputs)
+

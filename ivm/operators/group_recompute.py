@@ -1,0 +1,71 @@
+"""GROUP BY recomputed per touched group: the aggregate as a user of the per-key operator.
+
+Meaning: as ``ivm.operators.aggregate``. Used when some call has no invertible
+form (MIN/MAX, DISTINCT calls, float sums, medians, lists…): f(group) is the
+aggregate of the group's live rows, one output row per group (a global
+aggregate's one row even over no rows).
+
+Calls are evaluated over the live rows weighted (``SUM(x · __w)``, ``MIN(x)``…)
+when every call has a weighted form, else over the rows expanded into copies.
+
+State: the per-key operator's (the input's rows and the output, by group key).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ivm.functions.aggregates import weighted_sql
+from ivm.operators.aggregate import Aggregate, AggregateCall, grouped_sql
+from ivm.operators.per_key import PerKey
+from ivm.plan.sql import W, column_list, expand_sql, quote
+
+
+@dataclass(frozen=True, eq=False)
+class GroupRecompute(PerKey):
+    """An aggregate whose touched groups are recomputed from their live rows."""
+
+    kind = "aggregate_per_key"
+
+    @property
+    def aggregate(self) -> Aggregate:
+        """The aggregate's plan node."""
+        assert isinstance(self.node, Aggregate)
+        return self.node
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return self.aggregate.keys
+
+    def group_sql(self, live: str) -> str:
+        node = self.aggregate
+        weighted = [_weighted(call) for call in node.calls]
+        if all(w is not None for w in weighted):
+            values = [w for w in weighted if w is not None]
+            source = live
+        else:
+            values = [call.sql() for call in node.calls]
+            source = expand_sql(live, node.input.schema.names)
+        typed = [
+            f"CAST({v} AS {node.schema.type_of(c.name)})"
+            for v, c in zip(values, node.calls, strict=True)
+        ]
+        rows = grouped_sql(source, node.keys, typed, node.calls)
+        return f"SELECT {column_list(node.schema.names)}, 1::BIGINT AS {W} FROM ({rows}) AS g"
+
+    def label(self) -> str:
+        node = self.aggregate
+        calls = ", ".join(c.describe() for c in node.calls)
+        keys = ", ".join(node.keys) or "(global)"
+        return (
+            f"GroupRecompute by [{keys}] {calls} "
+            "(per key: state is the input's rows and the output, by group key)"
+        )
+
+
+def _weighted(call: AggregateCall) -> str | None:
+    """``call`` over weighted live rows, or None when it needs every copy."""
+    if call.distinct:  # copies do not matter to a DISTINCT call
+        return call.sql()
+    condition = quote(call.filter) if call.filter else None
+    return weighted_sql(call.function, [quote(a) for a in call.args], condition)

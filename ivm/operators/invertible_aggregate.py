@@ -1,0 +1,168 @@
+"""GROUP BY whose every call is invertible: kept as group versions.
+
+Meaning: as ``ivm.operators.aggregate``: one row per group with positive weight
+(a global aggregate always has its one row).
+
+State: a trace of *group versions*, partitioned by the group keys. Each row
+holds the keys, the group's row count ``__cnt``, each call's moments
+``__m<j>_<name>`` (running sums declared by the function registry) and the
+visible output values. An epoch appends, for every touched group, the old
+version with weight −1 and the new version with weight +1; consolidation
+(compaction) leaves one live version per group. The view-facing change is
+exactly those ±1 rows projected to keys and visible values.
+
+Per epoch: new moments = old moments + the change's partial sums (deletes
+subtract), for the touched groups only; the values follow from the moments
+(``finalize``). Nothing reads the group's rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ivm.functions.aggregates import Invertible
+from ivm.operators.aggregate import Aggregate, AggregateCall
+from ivm.operators.base import Describe, Operator, Run, TraceSpec
+from ivm.plan.sql import W, column_list, empty_relation, null_safe_match
+from ivm.schema import Column, Schema, quote
+
+COUNT = "__cnt"
+VERSIONS = "versions"
+
+
+def moment_column(index: int, name: str) -> str:
+    """State column of moment ``name`` of call ``index``."""
+    return f"__m{index}_{name}"
+
+
+@dataclass(frozen=True, eq=False)
+class InvertibleAggregate(Operator):
+    """GROUP BY with a trace of group versions updated from the change alone."""
+
+    kind = "aggregate"
+    forms: tuple[Invertible, ...] = ()
+    state: Schema = Schema(())
+
+    @classmethod
+    def build(
+        cls,
+        node: Aggregate,
+        inputs: tuple[Operator, ...],
+        forms: Sequence[Invertible],
+        describe: Describe,
+    ) -> InvertibleAggregate:
+        """The operator, with its state columns typed by DuckDB."""
+        draft = cls(node, inputs, tuple(forms))
+        partials = describe(draft.partials_sql(empty_relation(node.input.schema)))
+        columns = [partials.columns[partials.names.index(n)] for n in draft.moment_names()]
+        keys = [Column(k, node.input.schema.type_of(k)) for k in node.keys]
+        visible = list(node.schema.columns[len(node.keys) :])
+        state = Schema((*keys, *columns, *visible))
+        return cls(node, inputs, tuple(forms), state)
+
+    @property
+    def aggregate(self) -> Aggregate:
+        """The aggregate's plan node."""
+        assert isinstance(self.node, Aggregate)
+        return self.node
+
+    # -- declarations ------------------------------------------------------------------------
+
+    def traces(self) -> tuple[TraceSpec, ...]:
+        return (TraceSpec(VERSIONS, self.state, self.aggregate.keys),)
+
+    def input_keys(self) -> tuple[tuple[str, ...] | None, ...]:
+        return (self.aggregate.keys,)
+
+    def label(self) -> str:
+        node = self.aggregate
+        calls = ", ".join(c.describe() for c in node.calls)
+        keys = ", ".join(node.keys) or "(global)"
+        return f"InvertibleAggregate by [{keys}] {calls} (state: group versions by key)"
+
+    # -- computation -------------------------------------------------------------------------
+
+    def change(self, run: Run) -> str | None:
+        delta = run.change(self.inputs[0])
+        if delta is None:
+            return None
+        trace = run.trace(self, VERSIONS)
+        versions = run.materialize(self, "versions", self.step_sql(delta, trace))
+        run.append(trace, versions)
+        names = column_list(self.schema.names)
+        return f"SELECT {names}, {W} FROM ({versions}) AS v"
+
+    def integral(self, run: Run) -> str:
+        names = column_list(self.schema.names)
+        trace = run.trace(self, VERSIONS)
+        return (
+            f"SELECT {names}, SUM({W})::BIGINT AS {W} FROM {trace} "
+            f"GROUP BY {names} HAVING SUM({W}) > 0"
+        )
+
+    # -- SQL ---------------------------------------------------------------------------------
+
+    def moment_names(self) -> list[str]:
+        """The state's count and moment columns, in order."""
+        return [COUNT] + [
+            moment_column(j, m.name) for j, form in enumerate(self.forms) for m in form.moments
+        ]
+
+    def partials_sql(self, delta: str) -> str:
+        """Per group of ``delta``: its weight sum and every moment's partial sum."""
+        node = self.aggregate
+        parts = [*map(quote, node.keys), f"SUM({W})::BIGINT AS {COUNT}"]
+        for j, (call, form) in enumerate(zip(node.calls, self.forms, strict=True)):
+            weight = _weight(call)
+            for moment in form.moments:
+                term = moment.term.format(x=quote(call.arg or ""))
+                total = f"SUM(({term}) * {weight})"
+                if moment.type:
+                    total = f"CAST({total} AS {moment.type})"
+                parts.append(f"{total} AS {moment_column(j, moment.name)}")
+        group = f" GROUP BY {column_list(node.keys)}" if node.keys else ""
+        return f"SELECT {', '.join(parts)} FROM ({delta}) AS d{group}"
+
+    def step_sql(self, delta: str, state: str) -> str:
+        """This epoch's group versions: old ones with −1, new ones with +1."""
+        node = self.aggregate
+        keys = list(node.keys)
+        moments = self.moment_names()
+        stored = [c for c in self.state.names if c not in {k.name for k in node.calls}]
+        old = (
+            f"SELECT {column_list(self.state.names, 's')} FROM {state} AS s"
+            + (f" SEMI JOIN p ON {null_safe_match(keys, 's', 'p')}" if keys else "")
+            + f" GROUP BY ALL HAVING SUM(s.{W}) > 0"
+        )
+        combined = [f"p.{quote(k)}" for k in keys] + [
+            f"COALESCE(o.{quote(m)}, 0) + COALESCE(p.{quote(m)}, 0) AS {quote(m)}"
+            for m in moments
+        ]
+        new = (
+            f"SELECT {', '.join(combined)} FROM p LEFT JOIN o "
+            f"ON {null_safe_match(keys, 'p', 'o')}"
+        )
+        values = []
+        for j, (call, form) in enumerate(zip(node.calls, self.forms, strict=True)):
+            refs = {m.name: f"n.{quote(moment_column(j, m.name))}" for m in form.moments}
+            type_ = node.schema.type_of(call.name)
+            values.append(f"CAST({form.finalize(refs)} AS {type_}) AS {quote(call.name)}")
+        # A group exists while it has rows; a global aggregate's single row always exists.
+        exists = f" WHERE n.{COUNT} > 0" if keys else ""
+        new_rows = (
+            f"SELECT {column_list(stored, 'n')}, {', '.join(values)}, 1::BIGINT AS {W} "
+            f"FROM n{exists}"
+        )
+        old_rows = f"SELECT {column_list(self.state.names)}, -1::BIGINT AS {W} FROM o"
+        return (
+            f"WITH p AS ({self.partials_sql(delta)}), o AS ({old}), n AS ({new}) "
+            f"{old_rows} UNION ALL {new_rows}"
+        )
+
+
+def _weight(call: AggregateCall) -> str:
+    """The weight a row gives ``call``: zero where its FILTER condition is not true."""
+    if call.filter is None:
+        return W
+    return f"CASE WHEN {quote(call.filter)} THEN {W} ELSE 0 END"

@@ -1,0 +1,56 @@
+"""The registry: which incremental operator maintains each kind of plan node.
+
+Adding an operator means one module (its plan node, its (row, weight) meaning
+and its incremental form) and one line in ``REGISTRY``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from ivm.operators.aggregate import Aggregate
+from ivm.operators.base import Describe, Operator
+from ivm.operators.distinct import Distinct, IncrementalDistinct
+from ivm.operators.filter import Filter, FilterOperator
+from ivm.operators.group_recompute import GroupRecompute
+from ivm.operators.invertible_aggregate import InvertibleAggregate
+from ivm.operators.join import DeltaJoin, Join
+from ivm.operators.project import Project, ProjectOperator
+from ivm.operators.scan import Scan, Source
+from ivm.operators.union_all import UnionAll, UnionAllOperator
+from ivm.plan.node import Plan
+
+Factory = Callable[[Plan, tuple[Operator, ...], Describe], Operator]
+"""Builds a node's operator over its inputs' operators (``Describe`` types state)."""
+
+
+def _plain(kind: type[Operator]) -> Factory:
+    return lambda node, inputs, _describe: kind(node, inputs)
+
+
+def _aggregate(node: Plan, inputs: tuple[Operator, ...], describe: Describe) -> Operator:
+    """Group versions when every call is invertible, else a per-key recompute."""
+    assert isinstance(node, Aggregate)
+    forms = node.invertible_forms()
+    if forms is None:
+        return GroupRecompute(node, inputs)
+    return InvertibleAggregate.build(node, inputs, forms, describe)
+
+
+REGISTRY: Mapping[type[Plan], Factory] = {
+    Scan: _plain(Source),
+    Filter: _plain(FilterOperator),
+    Project: _plain(ProjectOperator),
+    UnionAll: _plain(UnionAllOperator),
+    Join: _plain(DeltaJoin),
+    Aggregate: _aggregate,
+    Distinct: _plain(IncrementalDistinct),
+}
+
+
+def operator_for(node: Plan, inputs: tuple[Operator, ...], describe: Describe) -> Operator:
+    """The incremental operator of ``node`` over ``inputs`` (its children's operators)."""
+    factory = REGISTRY.get(type(node))
+    if factory is None:
+        raise TypeError(f"no incremental operator is registered for {type(node).__name__}")
+    return factory(node, inputs, describe)
