@@ -36,3 +36,8 @@ class ExecutionError(IvmError):
 
     Raised by ``ingest``; like every ingest error it leaves tables and views unchanged.
     """
+
+
+class IvmWarning(UserWarning):
+    """Something ivm did that a user should know of, though nothing failed: e.g. a view's
+    stored state was computed for another plan (an upgrade) and was rebuilt from its inputs."""

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import duckdb
+
 from ivm.storage.results import fetch_first
 from ivm.storage.sqltext import WEIGHT, quote
 from ivm.storage.traces import TailSize, compact

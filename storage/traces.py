@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import duckdb
+
 from ivm.storage.results import fetch_first
 from ivm.storage.sqltext import WEIGHT, W, column_list, consolidate_sql, expand_sql, quote
 

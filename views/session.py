@@ -1,35 +1,32 @@
 """The session a user holds: DDL, ingest, reads, explain (the API.md contract, embedded mode).
 
 One DuckDB database holds everything: base-table traces, view output traces,
-operator state, the catalog and the epoch. Each ``ingest`` is one transaction:
-the batch is validated, every affected view computes its change from the
-change alone, state is appended, the epoch advances, and only then does the
-transaction commit. Any error rolls all of it back.
+operator state, the catalog (with each view's manifest) and the epoch. Each
+``ingest`` is one transaction: the batch is validated, every affected view
+computes its change from the change alone, state is appended, the epoch
+advances, and only then does the transaction commit. Any error rolls all of it
+back.
 
 Base tables and views are also DuckDB views under their own names (each live
 row repeated by its weight), so ``sql()`` reads them as ordinary relations.
+
+DDL (``views.ddl``) and the state of views (``views.view_state``: building,
+dropping, checking manifests) are mixed in from their own modules; the Spark
+session (``views.spark``) overrides where state lives.
 """
 
 from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import duckdb
 import pyarrow as pa
 import sqlglot
-from ivm.sql_frontend.planner import plan_query
-from ivm.sql_frontend.statements import CreateTable, CreateView, Drop, parse_script
-from ivm.storage.catalog import Catalog, CatalogError
-from ivm.storage.naming import TableNames
-from ivm.storage.results import fetch_first
-from ivm.storage.traces import Compactor, create_reader, create_trace
-from ivm.views.batches import normalize_batch
-from ivm.views.table_codec import table_from_json, table_to_json
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
@@ -38,108 +35,93 @@ from ivm.circuit.incrementalize import incrementalize
 from ivm.errors import ExecutionError, IvmError, SchemaError, SqlError, StateError
 from ivm.execution.constraints import check_change, upsert_sql
 from ivm.execution.embedded import EpochRunner, describe, run_sql
-from ivm.plan.nodes import Plan
+from ivm.passes import optimize
+from ivm.plan.node import Plan
 from ivm.plan.sql import W, column_list, consolidate_sql
 from ivm.schema import Schema, TableSchema, quote
+from ivm.sql_frontend.planner import plan_query
+from ivm.sql_frontend.statements import CreateTable, CreateView, parse_script
+from ivm.storage.catalog import Catalog, CatalogError
+from ivm.storage.manifest import Manifest
+from ivm.storage.naming import TableNames
+from ivm.storage.results import fetch_first
+from ivm.storage.traces import Compactor
+from ivm.views.batches import normalize_batch
+from ivm.views.ddl import Ddl
+from ivm.views.definitions import TableInfo, ViewDef, ViewInfo, table_info, view_info
+from ivm.views.diagnose import explain_failure
+from ivm.views.state_file import claim, open_state, release
+from ivm.views.table_codec import table_from_json
+from ivm.views.transaction import Transaction
+from ivm.views.view_state import ViewState
 
-STATE_FILE = "ivm.duckdb"
-
-_OPEN_STATES: set[Path] = set()
-"""State files held by a live session of this process (DuckDB would share them silently)."""
-
-
-@dataclass(frozen=True)
-class ViewDef:
-    """A maintained view: its SQL, circuit and output schema."""
-
-    name: str
-    sql: str
-    circuit: Circuit
-    schema: Schema
-
-    @property
-    def sources(self) -> frozenset[str]:
-        """Tables and views the view reads directly."""
-        return frozenset(self.circuit.sources())
+PLAN_CHANGE_POLICIES = ("rebuild", "refuse")
 
 
 def connect(path: str | os.PathLike[str] | None = None, **options: Any) -> Session:
     """Open a session (API.md): in memory, or persistent state in directory ``path``.
 
     With ``spark=`` (a SparkSession) the state is kept as DuckDB files per
-    partition under ``path`` and every epoch runs on Spark (``ivm.views.spark.session``);
+    partition under ``path`` and every epoch runs on Spark (``ivm.views.spark``);
     ``partitions=`` fixes the partition count when the state is created.
+    ``on_plan_change=`` says what happens when reopened state was computed for
+    another plan (an upgrade of ivm changed how a view is planned): ``"rebuild"``
+    (the default) rebuilds that view from its inputs with an ``ivm.IvmWarning``;
+    ``"refuse"`` raises ``StateError`` naming the view.
     """
-    unknown = set(options) - {"spark", "partitions"}
+    unknown = set(options) - {"spark", "partitions", "on_plan_change"}
     if unknown:
         raise TypeError(f"unknown option(s): {', '.join(sorted(unknown))}")
+    policy = options.get("on_plan_change", "rebuild")
+    if policy not in PLAN_CHANGE_POLICIES:
+        raise IvmError(f"on_plan_change must be 'rebuild' or 'refuse', not {policy!r}")
     if options.get("spark") is not None:
-        from ivm.views.spark.session import SparkModeSession  # imports pyspark: only when asked for
+        from ivm.views.spark.session import SparkModeSession  # imports pyspark: only when asked
 
-        return SparkModeSession(path, options["spark"], options.get("partitions"))
+        return SparkModeSession(path, options["spark"], options.get("partitions"), policy)
     if options.get("partitions") is not None:
         raise IvmError("partitions= applies to Spark mode only: pass spark= as well")
-    return Session(path)
+    return Session(path, policy)
 
 
-class Session:
+class Session(Ddl, ViewState):
     """An ivm database: tables, views, and the epoch they are at."""
 
-    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str] | None = None, on_plan_change: str = "rebuild"
+    ) -> None:
         self.path = Path(path) if path is not None else None
-        self._state_file = self._claim(self.path)
+        self._state_file = claim(self.path)
         self._closed = False
         try:
-            self.con = self._open(self._state_file)
+            self.con = open_state(self._state_file)
         except BaseException:
-            self._release()
+            release(self._state_file)
             raise
+        self.on_plan_change = on_plan_change
         self.names = TableNames()
         self.compactor = Compactor()
-        self.tables: dict[str, TableSchema] = {}
+        self._tables: dict[str, TableSchema] = {}
         self.arrow_schemas: dict[str, pa.Schema] = {}
-        self.views: dict[str, ViewDef] = {}
+        self._views: dict[str, ViewDef] = {}
         self._no_change: dict[str, pa.Table] = {}  # each view's empty change, by name
         self.on_commit: list[Callable[[], None]] = []  # run after the open transaction commits
         self.on_rollback: list[Callable[[], None]] = []  # …or, in reverse, after it rolls back
+        self._pending_rebuilds: list[tuple[ViewDef, Manifest | None, str]] = []
         try:
             try:
                 self.catalog = Catalog(self.con)
             except CatalogError as error:
-                raise StateError(str(error)) from error
+                raise StateError(f"state at {self.path}: {error}") from error
             self._check_mode()
             self._load()
+            self._opened()
         except IvmError:
             self.close()
             raise
         except duckdb.Error as error:
             self.close()
             raise StateError(f"state at {self.path} is unusable: {error}") from error
-
-    @staticmethod
-    def _claim(path: Path | None) -> Path | None:
-        """The state file for ``path``, refused if another session of this process holds it."""
-        if path is None:
-            return None
-        file = (path if path.suffix == ".duckdb" else path / STATE_FILE).resolve()
-        if file in _OPEN_STATES:
-            raise StateError(f"state at {path} is already open in this process: close it first")
-        _OPEN_STATES.add(file)
-        return file
-
-    def _release(self) -> None:
-        if self._state_file is not None:
-            _OPEN_STATES.discard(self._state_file)
-
-    @staticmethod
-    def _open(file: Path | None) -> duckdb.DuckDBPyConnection:
-        if file is None:
-            return duckdb.connect()
-        try:
-            file.parent.mkdir(parents=True, exist_ok=True)
-            return duckdb.connect(str(file))
-        except (OSError, duckdb.Error) as error:
-            raise StateError(f"cannot open state at {file}: {error}") from error
 
     def _check_open(self) -> None:
         if self._closed:
@@ -154,31 +136,17 @@ class Session:
             )
 
     def _load(self) -> None:
+        """Register the stored tables and views (planning every view again)."""
         for kind, name, definition in self.catalog.entries():
             if kind == "table":
                 self._register_table(table_from_json(name, definition))
             else:
-                try:
-                    self._register_view(name, definition)
-                except IvmError as error:
-                    raise StateError(f"stored view {name!r} cannot be planned: {error}") from error
-        self._check_state_present()
+                self._load_view(name, definition)
+        self._check_tables_present()
 
-    def _check_state_present(self) -> None:
-        """Every trace the catalog implies must exist, or the state is unusable."""
-        present = {
-            r[0] for r in self.con.execute("SELECT table_name FROM duckdb_tables()").fetchall()
-        }
-        expected = [self.names.relation_trace(n) for n in [*self.tables, *self.views]]
-        for view in self.views.values():
-            expected += [
-                self.names.operator_trace(view.name, op.index)
-                for op in view.circuit.operators
-                if op.stateful
-            ]
-        missing = [t for t in expected if t[1:-1].replace('""', '"') not in present]
-        if missing:
-            raise StateError(f"state at {self.path} is missing trace table(s) {', '.join(missing)}")
+    def _opened(self) -> None:
+        """Make the loaded state ready: rebuild views whose state was for another plan."""
+        self._rebuild_pending()
 
     # -- public API --------------------------------------------------------------------------
 
@@ -187,8 +155,23 @@ class Session:
         """The last epoch applied (0 before any ingest)."""
         return self.catalog.epoch
 
+    @property
+    def tables(self) -> Mapping[str, TableInfo]:
+        """Every base table by name, with its columns and its SQL (read-only)."""
+        return MappingProxyType(
+            {n: table_info(t, self.arrow_schemas[n]) for n, t in self._tables.items()}
+        )
+
+    @property
+    def views(self) -> Mapping[str, ViewInfo]:
+        """Every maintained view by name, with its columns and its SQL (read-only)."""
+        return MappingProxyType(
+            {n: view_info(v, self._arrow_schema(v.schema)) for n, v in self._views.items()}
+        )
+
     def execute(self, sql: str) -> None:
-        """Run DDL: CREATE TABLE, CREATE [MATERIALIZED] VIEW, DROP VIEW, DROP TABLE.
+        """Run DDL: CREATE [OR REPLACE] TABLE, CREATE [OR REPLACE] [MATERIALIZED] VIEW,
+        DROP VIEW, DROP TABLE (… CASCADE drops the views that read it too).
 
         A script of several statements is applied atomically: if one fails, none applies.
         """
@@ -215,16 +198,14 @@ class Session:
             deltas = self._apply(changes, upsert=mode == "upsert")
             run_sql(self.con, self.catalog.advance_sql())
         self.catalog.epoch += 1
-        result = {name: self._fetch_change(name, deltas) for name in self.views}
+        result = {name: self._fetch_change(name, deltas) for name in self._views}
         self._compact()
         return result
 
     def read(self, name: str) -> pa.Table:
         """Current contents of a view (or table): one row per copy."""
         self._check_open()
-        name = self._resolve(name)
-        if name not in self.views and name not in self.tables:
-            raise SqlError(f"no table or view named {name!r}")
+        name = self._known(name)
         return self.con.sql(f"SELECT * FROM {quote(name)}").to_arrow_table()
 
     def sql(self, query: str) -> pa.Table:
@@ -240,16 +221,16 @@ class Session:
         """The incremental circuit of ``view``, one operator per line."""
         self._check_open()
         view = self._resolve(view)
-        if view not in self.views:
+        if view not in self._views:
             raise SqlError(f"no view named {view!r}")
-        return self.views[view].circuit.explain()
+        return self._views[view].circuit.explain()
 
     def close(self) -> None:
         """Close the session; persistent state stays on disk. Closing twice is harmless."""
         if not self._closed:
             self._closed = True
             self.con.close()
-            self._release()
+            release(self._state_file)
 
     def __enter__(self) -> Session:
         return self
@@ -257,76 +238,32 @@ class Session:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- DDL ---------------------------------------------------------------------------------
+    # -- names and plans ---------------------------------------------------------------------
 
     def _resolve(self, name: str) -> str:
         """The stored spelling of a table or view name (DuckDB names ignore case)."""
-        if name in self.tables or name in self.views:
+        if name in self._tables or name in self._views:
             return name
-        for known in [*self.tables, *self.views]:
+        for known in [*self._tables, *self._views]:
             if known.lower() == name.lower():
                 return known
         return name
 
-    def _check_new_name(self, name: str) -> None:
-        lowered = {n.lower() for n in [*self.tables, *self.views]}
-        if name.lower() in lowered:
-            raise SqlError(f"a table or view named {name!r} already exists")
+    def _known(self, name: str) -> str:
+        """The stored spelling of an existing table or view; SqlError if there is none."""
+        name = self._resolve(name)
+        if name not in self._views and name not in self._tables:
+            raise SqlError(f"no table or view named {name!r}")
+        return name
 
-    def _create_table(self, statement: CreateTable) -> None:
-        table = statement.table
-        if statement.if_not_exists and self._resolve(table.name) in self.tables:
-            return
-        self._check_new_name(table.name)
-        trace = self.names.relation_trace(table.name)
-        try:
-            create_trace(self.con, trace, _pairs(table.schema))
-        except duckdb.Error as error:
-            raise SqlError(f"CREATE TABLE {table.name}: {error}") from error
-        # DuckDB's spelling of the types (TEXT → VARCHAR, INT → INTEGER…).
-        actual = describe(self.con, f"SELECT * EXCLUDE ({W}) FROM {trace}")
-        table = TableSchema(table.name, actual, table.primary_key, table.not_null)
-        create_reader(self.con, table.name, trace, actual.names)
-        self.catalog.add("table", table.name, table_to_json(table))
-        self._register_table(table)
-
-    def _register_table(self, table: TableSchema) -> None:
-        trace = self.names.relation_trace(table.name)
-        self.tables[table.name] = table
-        self.arrow_schemas[table.name] = (
-            self.con.sql(f"SELECT * EXCLUDE ({W}) FROM {trace} LIMIT 0").to_arrow_table().schema
-        )
-
-    def _create_view(self, statement: CreateView) -> None:
-        name = statement.name
-        if name in self.views and statement.if_not_exists:
-            return
-        if name in self.views and statement.or_replace:
-            self._drop(Drop("VIEW", name))
-        self._check_new_name(name)
-        view = self._register_view(name, statement.sql)
-        trace = self.names.relation_trace(name)
-        create_trace(self.con, trace, _pairs(view.schema))
-        runner = EpochRunner(self.con, self.names, {}, backfill=True)
-        delta = runner.run(view.circuit)
-        for table, rows in runner.commits:
-            run_sql(self.con, f"INSERT INTO {table} {rows}")
-        if delta is not None:
-            run_sql(self.con, f"INSERT INTO {trace} {consolidate_sql(delta, view.schema.names)}")
-        create_reader(self.con, name, trace, view.schema.names)
-        self.catalog.add("view", name, statement.sql)
-
-    def _register_view(self, name: str, sql: str) -> ViewDef:
-        relations = {n: t.schema for n, t in self.tables.items()}
-        relations.update({n: v.schema for n, v in self.views.items()})
-        plan = plan_query(sql, relations, self._describe)
-        view = ViewDef(name=name, sql=sql, circuit=self._circuit(plan, name), schema=plan.schema)
-        self.views[name] = view
-        return view
+    def _plan(self, sql: str) -> Plan:
+        relations = {n: t.schema for n, t in self._tables.items()}
+        relations.update({n: v.schema for n, v in self._views.items()})
+        return plan_query(sql, relations, self._describe)
 
     def _circuit(self, plan: Plan, name: str) -> Circuit:
         """The incremental circuit this session runs for a view's plan."""
-        return incrementalize(plan, name)
+        return optimize(incrementalize(plan, name, self._describe), partitioned=False)
 
     def _describe(self, sql: str) -> Schema:
         try:
@@ -334,33 +271,9 @@ class Session:
         except duckdb.Error as error:
             raise SqlError(f"DuckDB rejects the query: {error}") from error
 
-    def _drop(self, statement: Drop) -> None:
-        name = self._resolve(statement.name)
-        known = self.views if statement.kind == "VIEW" else self.tables
-        if name not in known:
-            if statement.if_exists:
-                return
-            raise SqlError(f"DROP {statement.kind}: no {statement.kind.lower()} named {name!r}")
-        dependents = [v.name for v in self.views.values() if name in v.sources]
-        if dependents:
-            raise SqlError(
-                f"cannot drop {name!r}: view(s) {', '.join(dependents)} read it; drop them first"
-            )
-        self.con.execute(f"DROP VIEW IF EXISTS {quote(name)}").fetchall()
-        self.con.execute(f"DROP TABLE IF EXISTS {self.names.relation_trace(name)}").fetchall()
-        self.compactor.forget(self.names.relation_trace(name))
-        if statement.kind == "VIEW":
-            for op in self.views[name].circuit.operators:
-                if op.stateful:
-                    trace = self.names.operator_trace(name, op.index)
-                    self.con.execute(f"DROP TABLE IF EXISTS {trace}").fetchall()
-                    self.compactor.forget(trace)
-            del self.views[name]
-            self._no_change.pop(name, None)
-        else:
-            del self.tables[name]
-            del self.arrow_schemas[name]
-        self.catalog.remove(name)
+    def _arrow_schema(self, schema: Schema) -> pa.Schema:
+        columns = ", ".join(f"CAST(NULL AS {c.type}) AS {quote(c.name)}" for c in schema.columns)
+        return self.con.sql(f"SELECT {columns} WHERE false").to_arrow_table().schema
 
     # -- ingest ------------------------------------------------------------------------------
 
@@ -370,22 +283,30 @@ class Session:
         if mode not in ("insert", "upsert"):
             raise IvmError(f"unknown ingest mode {mode!r}: use 'insert' or 'upsert'")
         batches = dict(table) if isinstance(table, Mapping) else {table: batch}
-        prepared = {self._resolve(n): self._prepare(n, b) for n, b in batches.items()}
+        prepared = {}
+        for name, rows in batches.items():
+            stored = self._ingestible(name)
+            if mode == "upsert" and not self._tables[stored].primary_key:
+                raise SchemaError(
+                    f"table {stored!r} has no PRIMARY KEY: mode='upsert' replaces the row with "
+                    "the same key, so it needs one (insert and delete rows instead)"
+                )
+            prepared[stored] = self._prepare(stored, rows)
         if len(prepared) != len(batches):
             raise SchemaError("a table appears twice in one ingest (names ignore case)")
         return prepared
 
+    def _ingestible(self, name: str) -> str:
+        stored = self._resolve(name)
+        if stored in self._views:
+            raise SchemaError(f"{stored!r} is a view: ingest changes into its base tables")
+        if stored not in self._tables:
+            raise SchemaError(f"no table named {stored!r}")
+        return stored
+
     def _prepare(self, name: str, batch: Any) -> Any:
         """One table's batch made ready to apply (here: a normalized Arrow Z-set)."""
-        return self._normalize(name, batch)
-
-    def _normalize(self, name: str, batch: Any) -> pa.Table:
-        name = self._resolve(name)
-        if name in self.views:
-            raise SchemaError(f"{name!r} is a view: ingest changes into its base tables")
-        if name not in self.tables:
-            raise SchemaError(f"no table named {name!r}")
-        return normalize_batch(batch, self.tables[name], self.arrow_schemas[name])
+        return normalize_batch(batch, self._tables[name], self.arrow_schemas[name])
 
     def _apply(self, batches: dict[str, pa.Table], upsert: bool) -> dict[str, str]:
         """Validate and apply every change inside the open transaction; returns the
@@ -393,7 +314,7 @@ class Session:
         changes: dict[str, str] = {}
         commits: list[tuple[str, str]] = []  # (trace table, query of rows to append)
         for name, batch in batches.items():
-            table = self.tables[name]
+            table = self._tables[name]
             trace = self.names.relation_trace(name)
             change = self.names.change(name)
             registered = f"__ivm_batch_{len(changes)}"
@@ -410,18 +331,23 @@ class Session:
             commits.append((trace, f"SELECT * FROM {change}"))
         runner = EpochRunner(self.con, self.names, changes)
         changed_views: dict[str, str] = {}
-        for view in self.views.values():
+        for view in self._views.values():
             if not view.sources & set(changes):
                 continue
-            delta = runner.run(view.circuit)
-            if delta is None:
-                continue
             scratch = self.names.change(view.name)
-            run_sql(
-                self.con,
-                f"CREATE OR REPLACE TEMP TABLE {scratch} AS "
-                f"{consolidate_sql(delta, view.schema.names)}",
-            )
+            try:
+                delta = runner.run(view.circuit)
+                if delta is None:
+                    continue
+                run_sql(
+                    self.con,
+                    f"CREATE OR REPLACE TEMP TABLE {scratch} AS "
+                    f"{consolidate_sql(delta, view.schema.names)}",
+                )
+            except ExecutionError as error:
+                raise explain_failure(
+                    self.con, view.name, view.circuit, runner.change, error
+                ) from error
             changes[view.name] = f"SELECT * FROM {scratch}"
             changed_views[view.name] = scratch
             commits.append((self.names.relation_trace(view.name), f"SELECT * FROM {scratch}"))
@@ -441,7 +367,7 @@ class Session:
         if view in changed:
             return self.con.sql(f"SELECT * FROM {changed[view]}").to_arrow_table()
         if view not in self._no_change:
-            names = self.views[view].schema.names
+            names = self._views[view].schema.names
             trace = self.names.relation_trace(view)
             self._no_change[view] = self.con.sql(
                 f"SELECT {column_list(names)}, {W} FROM {trace} LIMIT 0"
@@ -450,12 +376,11 @@ class Session:
 
     def _compact(self) -> None:
         keys: dict[str, tuple[str, ...]] = {}
-        for table in self.tables.values():
+        for table in self._tables.values():
             keys[self.names.relation_trace(table.name)] = table.primary_key
-        for view in self.views.values():
-            for op in view.circuit.operators:
-                if op.state_key:
-                    keys[self.names.operator_trace(view.name, op.index)] = op.state_key
+        for view in self._views.values():
+            for op, spec in view.circuit.traces():
+                keys[self.names.operator_trace(view.name, op.fingerprint, spec.role)] = spec.key
         # Compaction changes no contents, and the epoch is already committed: a failure
         # here must not turn a successful ingest into an error. It is retried later.
         try:
@@ -465,8 +390,18 @@ class Session:
 
     # -- transactions ------------------------------------------------------------------------
 
-    def _transaction(self, error_class: type[IvmError] = SqlError) -> _Transaction:
-        return _Transaction(self, error_class)
+    def _transaction(self, error_class: type[IvmError] = SqlError) -> Transaction:
+        return Transaction(self, error_class)
+
+    def snapshot(self) -> tuple[dict[str, Any], ...]:
+        """The in-memory catalog, restored when a transaction rolls back."""
+        return (dict(self._tables), dict(self.arrow_schemas), dict(self._views))
+
+    def restore(self, saved: tuple[dict[str, Any], ...]) -> None:
+        """Put back what ``snapshot`` returned."""
+        tables, arrow_schemas, views = saved
+        self._tables, self.arrow_schemas, self._views = tables, arrow_schemas, views
+        self._no_change = {}
 
 
 def check_read_query(query: str) -> None:
@@ -477,60 +412,6 @@ def check_read_query(query: str) -> None:
         raise SqlError(f"cannot parse query: {error}") from error
     if len(trees) != 1 or not isinstance(trees[0], exp.Query):
         raise SqlError("sql() runs one read-only query (SELECT / WITH / set operation)")
-
-
-def _pairs(schema: Schema) -> list[tuple[str, str]]:
-    """(name, type) of each column, as storage takes them."""
-    return [(c.name, c.type) for c in schema.columns]
-
-
-def _run_all(actions: Iterable[Callable[[], None]]) -> None:
-    """Run every action, even if an earlier one fails; then raise the first failure."""
-    failures = []
-    for action in actions:
-        try:
-            action()
-        except Exception as error:  # noqa: BLE001 - each action must get its turn
-            failures.append(error)
-    if failures:
-        raise failures[0]
-
-
-class _Transaction:
-    """BEGIN … COMMIT, or ROLLBACK on any error (and in-memory catalog restored)."""
-
-    def __init__(self, session: Session, error_class: type[IvmError]) -> None:
-        self.session = session
-        self.error_class = error_class  # what a DuckDB error inside becomes
-
-    def __enter__(self) -> None:
-        s = self.session
-        self.saved = (dict(s.tables), dict(s.arrow_schemas), dict(s.views))
-        s.on_commit, s.on_rollback = [], []
-        s.con.execute("BEGIN TRANSACTION").fetchall()
-
-    def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, tb: object
-    ) -> None:
-        s = self.session
-        if kind is None:
-            try:
-                s.con.execute("COMMIT").fetchall()
-            except duckdb.Error as commit_error:
-                s.tables, s.arrow_schemas, s.views = self.saved
-                _run_all(reversed(s.on_rollback))
-                raise StateError(f"committing failed, nothing was applied: {commit_error}") from (
-                    commit_error
-                )
-            _run_all(s.on_commit)
-            return
-        try:
-            s.con.execute("ROLLBACK").fetchall()
-        finally:
-            s.tables, s.arrow_schemas, s.views = self.saved
-            _run_all(reversed(s.on_rollback))
-        if isinstance(error, duckdb.Error):
-            raise self.error_class(f"DuckDB: {error}") from error
 
 
 __all__ = ["Session", "ViewDef", "check_read_query", "connect"]

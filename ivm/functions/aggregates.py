@@ -177,7 +177,10 @@ def _variance(sample: bool, root: bool) -> Callable[[str], Invertible | None]:
                 f"GREATEST(CASE WHEN abs({a}) <= CAST({HUGEINT_HEADROOM} AS HUGEINT) // {n} "
                 f"THEN {exact} ELSE {wide} END, 0)"
             )
-            denominator = f"(CAST({n} AS DOUBLE) * ({n} - 1))" if sample else f"(CAST({n} AS DOUBLE) ^ 2)"
+            if sample:
+                denominator = f"(CAST({n} AS DOUBLE) * ({n} - 1))"
+            else:
+                denominator = f"(CAST({n} AS DOUBLE) ^ 2)"
             value = f"{numerator} / {denominator}"
             if scale:
                 value = f"({value}) / {10 ** (2 * scale)}.0"
@@ -226,9 +229,11 @@ class AggregateFunction:
 _FUNCTIONS = (
     AggregateFunction("count_star", columns=0, distinct=False,
                       weighted="COALESCE(SUM({w}){filter}, 0)", invertible=_count_star),
-    AggregateFunction("count",
-                      weighted="COALESCE(SUM(CASE WHEN {x} IS NULL THEN 0 ELSE {w} END){filter}, 0)",
-                      invertible=_count),
+    AggregateFunction(
+        "count",
+        weighted="COALESCE(SUM(CASE WHEN {x} IS NULL THEN 0 ELSE {w} END){filter}, 0)",
+        invertible=_count,
+    ),
     AggregateFunction("sum", weighted="SUM({x} * CAST({w} AS HUGEINT)){filter}", invertible=_sum),
     AggregateFunction(
         "avg",

@@ -24,6 +24,7 @@ from ivm.plan.node import Plan
 from ivm.plan.sql import column_list, sql_of
 from ivm.schema import quote
 
+
 @dataclass(frozen=True)
 class SortKey:
     """One ORDER BY term inside an aggregate call, on an input column."""

@@ -36,6 +36,10 @@ from typing import ClassVar, Protocol
 from ivm.plan.node import Plan
 from ivm.schema import Schema
 
+STATE_FORMAT = 2
+"""Version of how operators lay out and read their state. Bump it when a trace's
+meaning changes while its columns stay the same: every view's manifest names
+the version its state was written with, and other versions are rebuilt."""
 
 Describe = Callable[[str], Schema]
 """Returns the schema DuckDB gives a query, without running it (types state columns)."""
@@ -127,6 +131,15 @@ class Operator:
     def input_keys(self) -> tuple[tuple[str, ...] | None, ...]:
         """Per input, the columns its state is partitioned by (see the module docstring)."""
         return tuple(None for _ in self.inputs)
+
+    def output_key(self) -> tuple[str, ...] | None:
+        """Output columns holding the values of the first input's partition key (so equal
+        output rows share a partition), or None. By default the key's own columns, when
+        the output keeps them (a join, GROUP BY, DISTINCT)."""
+        keys = self.input_keys()
+        if not keys or not keys[0]:
+            return None
+        return keys[0] if all(k in self.schema.names for k in keys[0]) else None
 
     def reads_integrals(self) -> tuple[bool, ...]:
         """Per input, whether the operator reads that input's integral."""

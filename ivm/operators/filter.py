@@ -29,6 +29,9 @@ class Filter(Plan):
     def describe(self) -> str:
         return f"Filter {sql_of(self.predicate)}"
 
+    def row_expressions(self) -> tuple[exp.Expression, ...]:
+        return (self.predicate,)
+
 
 @dataclass(frozen=True, eq=False)
 class FilterOperator(Operator):

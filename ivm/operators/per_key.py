@@ -66,6 +66,9 @@ class PerKey(Operator):
     def input_keys(self) -> tuple[tuple[str, ...] | None, ...]:
         return (self.keys,)
 
+    def output_key(self) -> tuple[str, ...] | None:
+        return self.output_keys or None
+
     # -- computation -------------------------------------------------------------------------
 
     def change(self, run: Run) -> str | None:

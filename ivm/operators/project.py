@@ -30,6 +30,9 @@ class Project(Plan):
             n if sql_of(e) == f'"{n}"' else f"{n} := {sql_of(e)}" for n, e in self.exprs
         )
 
+    def row_expressions(self) -> tuple[exp.Expression, ...]:
+        return tuple(e for _, e in self.exprs if not isinstance(e, exp.Column))
+
 
 @dataclass(frozen=True, eq=False)
 class ProjectOperator(Operator):

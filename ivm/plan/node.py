@@ -133,6 +133,10 @@ class Plan:
         """One line naming the node and its parameters (for explain)."""
         return type(self).__name__
 
+    def row_expressions(self) -> tuple[exp.Expression, ...]:
+        """The scalar expressions this node evaluates on each input row (none by default)."""
+        return ()
+
 
 def plain_sql(plan: Plan) -> str:
     """Non-incremental (bag) SQL of a whole plan; a leaf reads the relation of its name."""

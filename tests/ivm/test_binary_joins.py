@@ -13,7 +13,6 @@ from collections.abc import Iterator
 
 import duckdb
 import pytest
-from ivm.sql_frontend.planner import plan_query
 
 from ivm.circuit.circuit import DeltaJoin
 from ivm.circuit.incrementalize import incrementalize
@@ -22,6 +21,7 @@ from ivm.passes.binary_joins import binary_joins
 from ivm.plan.nodes import Join, Plan, Project
 from ivm.plan.sql import plain_sql
 from ivm.schema import Schema
+from ivm.sql_frontend.planner import plan_query
 
 TABLES = {
     "a": "k INTEGER, v INTEGER",

@@ -17,13 +17,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import duckdb
-import ivm.storage.traces
 import pyarrow as pa
 import pytest
-from ivm.sql_frontend.planner import plan_query
-from ivm.storage.partitions import META, partition_file
 from sqlglot import exp
 
+import ivm.storage.traces
 from ivm.circuit.circuit import DeltaJoin
 from ivm.circuit.incrementalize import incrementalize
 from ivm.errors import ConstraintError, IvmError
@@ -34,6 +32,8 @@ from ivm.execution.spark.wire import arrow_schema, from_wire_sql
 from ivm.passes.binary_joins import binary_joins
 from ivm.plan.nodes import Project
 from ivm.schema import WEIGHT, Column, Schema, TableSchema, quote
+from ivm.sql_frontend.planner import plan_query
+from ivm.storage.partitions import META, partition_file
 
 BASE = {"t": "g VARCHAR, v INTEGER", "u": "id INTEGER, name VARCHAR"}
 ITEMS = TableSchema(

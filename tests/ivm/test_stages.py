@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import duckdb
 import pytest
-from ivm.sql_frontend.planner import plan_query
 
 from ivm.circuit.incrementalize import incrementalize
 from ivm.execution.embedded import describe
 from ivm.execution.spark.stages import Stage, view_stages
 from ivm.passes.binary_joins import binary_joins
 from ivm.schema import Schema
+from ivm.sql_frontend.planner import plan_query
 
 TABLES = {
     "o": "CREATE TABLE o (id BIGINT, c INTEGER, amount DECIMAL(12,2), f FLOAT, d DOUBLE)",

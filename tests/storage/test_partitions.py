@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
-import ivm.storage.traces as traces
 import pytest
+
+import ivm.storage.traces as traces
 from ivm.storage.partitions import (
     META,
     OUT,

@@ -11,13 +11,13 @@ import random
 from collections import Counter
 
 import duckdb
-import ivm.storage.traces as traces
 import pyarrow as pa
 import pytest
-from ivm.storage.traces import Compactor, TailSize, compact, create_reader, create_trace
 
 import ivm
+import ivm.storage.traces as traces
 from ivm.schema import Column, Schema
+from ivm.storage.traces import Compactor, TailSize, compact, create_reader, create_trace
 
 SCHEMA = Schema((Column("k", "VARCHAR"), Column("v", "BIGINT")))
 

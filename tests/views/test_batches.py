@@ -13,10 +13,10 @@ import pyarrow.compute as pc
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ivm.views.batches import normalize_batch
 
 from ivm.errors import ConstraintError, SchemaError
 from ivm.schema import WEIGHT, Column, Schema, TableSchema
+from ivm.views.batches import normalize_batch
 
 ORDERS = TableSchema(
     "orders",

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import duckdb
-import ivm.storage.traces
 import pytest
 from oracle.rows import rows
 
 import ivm
+import ivm.storage.traces
 
 
 def test_union_by_name_is_unsupported() -> None:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import ivm.storage.traces
 import pytest
 
 import ivm
+import ivm.storage.traces
 
 
 @pytest.fixture

@@ -17,11 +17,11 @@ import duckdb
 import pyarrow as pa
 import pytest
 from conftest import SPARK_PARTITIONS
-from ivm.storage.partitions import PartitionLog
 from oracle.harness import Epoch, Harness, rows_of
 
 import ivm
 from ivm.execution.spark.executor import FailurePoint
+from ivm.storage.partitions import PartitionLog
 
 ORDERS = (
     "CREATE TABLE orders (id BIGINT PRIMARY KEY, customer VARCHAR, amount DECIMAL(12,2), "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
 from ivm.views.batches.kinds import kind
 from ivm.views.batches.problems import ARROW_ERRORS
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pyarrow as pa
-from ivm.views.batches.casts import Refused, cast
 
 from ivm.errors import SchemaError
 from ivm.schema import TableSchema
+from ivm.views.batches.casts import Refused, cast
 
 
 def conform(

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from ivm.errors import SchemaError
+from ivm.schema import TableSchema
 from ivm.views.batches.columns import conform
 from ivm.views.batches.formats import (
     DEBEZIUM_AFTER,
@@ -21,9 +24,6 @@ from ivm.views.batches.kinds import without_views
 from ivm.views.batches.problems import fail_at_first, show
 from ivm.views.batches.reading import check_unique
 from ivm.views.batches.zsets import empty_columns, empty_zset, zset
-
-from ivm.errors import SchemaError
-from ivm.schema import TableSchema
 
 
 def read_debezium(data: pa.Table, table: TableSchema, schema: pa.Schema, context: str) -> pa.Table:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from ivm.schema import TableSchema
 from ivm.views.batches.columns import conform
 from ivm.views.batches.formats import (
     DELTA_CHANGE_TYPE,
@@ -14,8 +16,6 @@ from ivm.views.batches.formats import (
 )
 from ivm.views.batches.problems import fail_at_first, show
 from ivm.views.batches.zsets import zset
-
-from ivm.schema import TableSchema
 
 
 def read_delta(data: pa.Table, table: TableSchema, schema: pa.Schema, context: str) -> pa.Table:

@@ -6,10 +6,10 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from ivm.views.batches.kinds import kind
 
 from ivm.errors import SchemaError
 from ivm.schema import WEIGHT, TableSchema
+from ivm.views.batches.kinds import kind
 
 DEBEZIUM_OP = "op"
 DEBEZIUM_BEFORE = "before"

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pyarrow as pa
-from ivm.views.batches.columns import conform
-from ivm.views.batches.zsets import zset
 
 from ivm.schema import TableSchema
+from ivm.views.batches.columns import conform
+from ivm.views.batches.zsets import zset
 
 
 def read_inserts(data: pa.Table, table: TableSchema, schema: pa.Schema, context: str) -> pa.Table:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pyarrow as pa
+
+from ivm.schema import TableSchema
 from ivm.views.batches.debezium import read_debezium
 from ivm.views.batches.delta import read_delta
 from ivm.views.batches.formats import change_format
@@ -14,8 +16,6 @@ from ivm.views.batches.reading import to_arrow
 from ivm.views.batches.required import check_required
 from ivm.views.batches.weighted import read_weighted
 from ivm.views.batches.zsets import empty_zset, with_weight
-
-from ivm.schema import TableSchema
 
 Reader = Callable[[pa.Table, TableSchema, pa.Schema, str], pa.Table]
 """A change format's reader: (batch, table, work schema, context) -> Z-set."""

@@ -6,9 +6,9 @@ import sys
 from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
-from ivm.views.batches.problems import ARROW_ERRORS
 
 from ivm.errors import SchemaError
+from ivm.views.batches.problems import ARROW_ERRORS
 
 
 def to_arrow(batch: object, context: str) -> pa.Table:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from ivm.views.batches.columns import conform
-from ivm.views.batches.problems import ARROW_ERRORS, fail_at_first
-from ivm.views.batches.zsets import zset
 
 from ivm.errors import SchemaError
 from ivm.schema import WEIGHT, TableSchema
+from ivm.views.batches.columns import conform
+from ivm.views.batches.problems import ARROW_ERRORS, fail_at_first
+from ivm.views.batches.zsets import zset
 
 
 def read_weighted(data: pa.Table, table: TableSchema, schema: pa.Schema, context: str) -> pa.Table:

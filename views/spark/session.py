@@ -21,13 +21,15 @@ back (right away when the ingest fails, when the session opens, and at the
 latest when a task next touches it).
 
 Each table and view is registered in the Spark SQL catalog (a temporary view
-over the ``ivm`` data source, ``ivm.views.spark.source``).
+over the ``ivm`` data source, ``ivm.views.spark.source``); reads live in
+``ivm.views.spark.reads``. A view's manifest lists its stages' traces, each
+``<stage>/<table>``; stage directories are named by their operator's
+fingerprint, so a rebuilt view never reads another plan's files.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import os
 import shutil
 import uuid
@@ -37,26 +39,13 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
-from ivm.sql_frontend.statements import CreateTable, CreateView, Drop
-from ivm.storage.partitions import (
-    partition_files,
-    roll_back_ahead,
-    stray_directories,
-    table_directory,
-    view_directory,
-    write_fence,
-)
-from ivm.storage.results import fetch_first
-from ivm.views.batches import normalize_batch
-from ivm.views.session import Session, check_read_query
-from ivm.views.spark.source import TRACE, IvmDataSource, has_contents
 from pyspark.sql import DataFrame
 from pyspark.sql import SparkSession as PySparkSession
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from ivm.circuit.circuit import Circuit
 from ivm.circuit.incrementalize import incrementalize
-from ivm.errors import ExecutionError, IvmError, SchemaError, SqlError, StateError
+from ivm.errors import ExecutionError, IvmError, StateError
 from ivm.execution.embedded import run_sql
 from ivm.execution.spark.executor import (
     FailurePoint,
@@ -65,18 +54,36 @@ from ivm.execution.spark.executor import (
     spark_struct,
     translate_error,
 )
-from ivm.execution.spark.stage_task import Ticket
+from ivm.execution.spark.stage_task import Ticket, stage_traces
 from ivm.execution.spark.stages import Stage, table_stage, view_stages
 from ivm.execution.spark.wire import arrow_schema, conform, from_wire_sql, to_wire_sql
-from ivm.passes.binary_joins import binary_joins
-from ivm.plan.nodes import Plan
-from ivm.plan.sql import consolidate_sql, expand_sql
-from ivm.schema import Schema, TableSchema, quote
+from ivm.operators.base import STATE_FORMAT
+from ivm.passes import optimize
+from ivm.plan.node import Plan
+from ivm.schema import TableSchema, quote
+from ivm.storage.manifest import Manifest, TraceEntry
+from ivm.storage.partitions import (
+    roll_back_ahead,
+    stray_directories,
+    table_directory,
+    view_directory,
+    write_fence,
+)
+from ivm.storage.results import fetch_first
+from ivm.storage.traces import create_reader, create_trace
+from ivm.views.batches import normalize_batch
+from ivm.views.definitions import ViewDef
+from ivm.views.diagnose import duckdb_message
+from ivm.views.session import Session
+from ivm.views.spark.reads import SparkReads
+from ivm.views.spark.source import IvmDataSource
+from ivm.views.spark.workers import check_workers
+from ivm.views.view_state import columns_of, unquote
 
 MODE = "spark"
 
 
-class SparkModeSession(Session):
+class SparkModeSession(SparkReads, Session):
     """An ivm database whose epochs run on Spark (see the module docstring)."""
 
     def __init__(
@@ -84,6 +91,7 @@ class SparkModeSession(Session):
         path: str | os.PathLike[str] | None,
         spark: PySparkSession,
         partitions: int | None = None,
+        on_plan_change: str = "rebuild",
     ) -> None:
         if path is None:
             raise StateError(
@@ -92,23 +100,24 @@ class SparkModeSession(Session):
             )
         if partitions is not None and (not isinstance(partitions, int) or partitions < 1):
             raise IvmError(f"partitions must be a positive integer, not {partitions!r}")
+        check_workers(spark)
         self.spark = spark
         self.partitions = partitions or 0  # settled by _check_mode
         self.failure: FailurePoint | None = None  # test hook: make chosen tasks fail
         # Stages by the circuit (or table schema) object they were cut from: a view
         # replaced or a DDL rolled back leaves a stale entry, never a wrong one.
         self._stages: dict[int, tuple[object, list[Stage]]] = {}
-        super().__init__(path)
-        try:
-            write_fence(self.root, "opened")  # no task of an earlier session may write now
-            self._recover()
-            self._remove_strays()
-            spark.dataSource.register(IvmDataSource)
-            for name in [*self.tables, *self.views]:
-                self._register_in_spark(name)
-        except BaseException:
-            self.close()
-            raise
+        super().__init__(path, on_plan_change)
+
+    def _opened(self) -> None:
+        """Recover partitions a dead driver left ahead, then rebuild and register."""
+        write_fence(self.root, "opened")  # no task of an earlier session may write now
+        self._recover()
+        self._remove_strays()
+        self.spark.dataSource.register(IvmDataSource)
+        super()._opened()
+        for name in [*self._tables, *self._views]:
+            self._register_in_spark(name)
 
     @property
     def root(self) -> Path:
@@ -162,41 +171,7 @@ class SparkModeSession(Session):
                 raise translated from error
             raise
         self.catalog.epoch += 1
-        return {name: self._fetch_change(name, changes) for name in self.views}
-
-    def read(self, name: str) -> pa.Table:
-        """Current contents of a view (or table), read from its partition files."""
-        self._check_open()
-        name = self._resolve(name)
-        if name not in self.views and name not in self.tables:
-            raise SqlError(f"no table or view named {name!r}")
-        con = duckdb.connect()
-        try:
-            self._attach(con, [name])
-            return con.sql(f"SELECT * FROM {quote(name)}").to_arrow_table()
-        finally:
-            con.close()
-
-    def sql(self, query: str) -> pa.Table:
-        """Run a read-only DuckDB query over tables and views (read from their files)."""
-        self._check_open()
-        check_read_query(query)
-        con = duckdb.connect()
-        try:
-            self._attach(con, [*self.tables, *self.views])
-            return con.sql(query).to_arrow_table()
-        except duckdb.Error as error:
-            raise SqlError(f"query failed: {error}") from error
-        finally:
-            con.close()
-
-    def dataframe(self, name: str) -> DataFrame:
-        """The current contents of a table or view as a Spark DataFrame (read when used)."""
-        self._check_open()
-        name = self._resolve(name)
-        if name not in self.views and name not in self.tables:
-            raise SqlError(f"no table or view named {name!r}")
-        return self._frame(name, form="rows")
+        return {name: self._fetch_change(name, changes) for name in self._views}
 
     def explain(self, view: str) -> str:
         """The incremental circuit of ``view``, then its Spark stages."""
@@ -205,32 +180,47 @@ class SparkModeSession(Session):
         lines = [f"  {s.describe()}" for s in stages]
         return "\n".join([text, f"spark stages ({self.partitions} partitions):", *lines])
 
-    # -- DDL ---------------------------------------------------------------------------------
+    # -- plans, tables and views -------------------------------------------------------------
 
     def _circuit(self, plan: Plan, name: str) -> Circuit:
-        circuit = incrementalize(binary_joins(plan), name)
+        circuit = optimize(incrementalize(plan, name, self._describe), partitioned=True)
         # view_stages refuses types that Spark cannot carry.
         self._stages[id(circuit)] = (circuit, view_stages(circuit))
         return circuit
 
     def _register_table(self, table: TableSchema) -> None:
-        self._stages[id(table)] = (table, [table_stage(table)])
+        self._stages[id(table)] = (table, [table_stage(table)])  # refuses types Spark can't carry
         super()._register_table(table)
 
-    def _create_table(self, statement: CreateTable) -> None:
-        if statement.if_not_exists and self._resolve(statement.table.name) in self.tables:
-            return
-        super()._create_table(statement)  # refuses types Spark cannot carry (_register_table)
-        name = self._resolve(statement.table.name)
-        self.on_commit.append(lambda: self._register_in_spark(name))
+    def _add_table(self, table: TableSchema) -> None:
+        super()._add_table(table)  # the driver's empty copy, for planning and typing
+        self.on_commit.append(lambda: self._register_in_spark(table.name))
 
-    def _create_view(self, statement: CreateView) -> None:
-        if statement.if_not_exists and statement.name in self.views:
-            return
-        super()._create_view(statement)  # plans, and fills the driver's (empty) copies
-        name = statement.name
-        view = self.views[name]
+    def _manifest(self, view: ViewDef) -> Manifest:
+        traces = [
+            TraceEntry(f"{stage.name}/{unquote(table)}", columns_of(schema), key)
+            for stage in self._stages_of(view.name)
+            for table, schema, key in stage_traces(stage)
+        ]
+        return Manifest(STATE_FORMAT, view.circuit.fingerprint, tuple(traces))
+
+    def _check_state(self, view: ViewDef, manifest: Manifest) -> None:
+        directory = self._directory(view.name)
+        for stage in self._stages_of(view.name):
+            if not (directory / stage.name).is_dir():
+                raise StateError(
+                    f"state at {self.path} is damaged: stage {stage.name} of view "
+                    f"{view.name!r} has no partition files ({directory / stage.name})"
+                )
+
+    def _build_view_state(self, view: ViewDef) -> None:
+        """The driver's empty copy of the view, then its stages filled on Spark."""
+        trace = self.names.relation_trace(view.name)
+        create_trace(self.con, trace, list(columns_of(view.schema)))
+        create_reader(self.con, view.name, trace, view.schema.names)
+        name = view.name
         directory = self._directory(name)
+        shutil.rmtree(directory, ignore_errors=True)  # a rebuild: another plan's files
         self.on_rollback.append(lambda: shutil.rmtree(directory, ignore_errors=True))
         ticket = self._ticket(epoch=self.epoch, backfill=True)
         epoch = SparkEpoch(self.spark, self.partitions, ticket, self.failure)
@@ -243,17 +233,19 @@ class SparkModeSession(Session):
         except BaseException as error:
             translated = translate_error(error)
             if translated is not None:
-                raise translated from error
+                raise type(translated)(f"view {name!r}: {duckdb_message(translated)}") from error
             raise
+        self.catalog.set_manifest(name, self._manifest(view))
         self.on_commit.append(lambda: self._register_in_spark(name))
 
-    def _drop(self, statement: Drop) -> None:
-        name = self._resolve(statement.name)
-        known = name in (self.views if statement.kind == "VIEW" else self.tables)
-        directory = self._directory(name) if known else None
-        super()._drop(statement)
-        if directory is None:
-            return
+    def _drop_view_state(self, name: str, manifest: Manifest | None) -> None:
+        """The driver's copy goes now; the view's files once the transaction commits."""
+        self.con.execute(f"DROP VIEW IF EXISTS {quote(name)}").fetchall()
+        self.con.execute(f"DROP TABLE IF EXISTS {self.names.relation_trace(name)}").fetchall()
+
+    def _remove(self, name: str) -> None:
+        directory = self._directory(name)
+        super()._remove(name)
         # Files go once the drop is committed (a crash before that leaves them in place,
         # and a crash after it leaves a stray directory, removed when a session opens).
         self.on_commit.append(lambda: shutil.rmtree(directory, ignore_errors=True))
@@ -262,7 +254,7 @@ class SparkModeSession(Session):
     def _directory(self, name: str) -> Path:
         """The directory of table or view ``name`` (as the open transaction sees the catalog)."""
         generation = self.catalog.sequence(name)
-        if name in self.tables:
+        if name in self._tables:
             return table_directory(self.root, name, generation)
         return view_directory(self.root, name, generation)
 
@@ -287,12 +279,7 @@ class SparkModeSession(Session):
 
     def _prepare(self, name: str, batch: Any) -> DataFrame | None:
         """The batch as a normalized change on the wire (None when it has no rows)."""
-        name = self._resolve(name)
-        if name in self.views:
-            raise SchemaError(f"{name!r} is a view: ingest changes into its base tables")
-        if name not in self.tables:
-            raise SchemaError(f"no table named {name!r}")
-        table, arrow = self.tables[name], self.arrow_schemas[name]
+        table, arrow = self._tables[name], self.arrow_schemas[name]
         struct = spark_struct(table.schema)
         if isinstance(batch, DataFrame):
             # Column names, change format and types are checked here, values on the executors.
@@ -323,13 +310,21 @@ class SparkModeSession(Session):
             if change is not None:
                 epoch.changes[name] = change
         changed: dict[str, str] = {}
-        for view in self.views.values():
+        for view in self._views.values():
             if not view.sources & set(epoch.changes):
                 continue
-            change = epoch.run_view(self._directory(view.name), self._stages_of(view.name))
-            if change is None:
-                continue
-            collected = change.toArrow()  # the job that runs the view's stages
+            try:
+                change = epoch.run_view(self._directory(view.name), self._stages_of(view.name))
+                if change is None:
+                    continue
+                collected = change.toArrow()  # the job that runs the view's stages
+            except Exception as error:
+                translated = translate_error(error)
+                if translated is None or isinstance(translated, (StateError,)):
+                    raise
+                raise type(translated)(f"view {view.name!r}: {duckdb_message(translated)}") from (
+                    error
+                )
             changed[view.name] = self._collect(view.name, collected)
             epoch.changes[view.name] = self.spark.createDataFrame(
                 collected, schema=spark_struct(view.schema)
@@ -339,7 +334,7 @@ class SparkModeSession(Session):
     def _uses(self, tables: set[str]) -> dict[str, int]:
         """How many stage inputs read each table's change this epoch (views on views included)."""
         uses = dict.fromkeys(tables, 0)
-        for view in self.views.values():
+        for view in self._views.values():
             for source, count in reads(self._stages_of(view.name))[1].items():
                 if source in uses:
                     uses[source] += count
@@ -347,7 +342,7 @@ class SparkModeSession(Session):
 
     def _collect(self, view: str, collected: pa.Table) -> str:
         """Keep a view's change (wire) on the driver with DuckDB types; returns its temp table."""
-        schema = self.views[view].schema
+        schema = self._views[view].schema
         scratch = self.names.change(view)
         self.con.register("__ivm_collected", collected)
         try:
@@ -368,79 +363,19 @@ class SparkModeSession(Session):
     def _remove_strays(self) -> None:
         """Remove the directories of tables and views the catalog does not hold (a DDL
         that a dead driver never committed, or a committed drop it never cleaned up)."""
-        expected = {self._directory(n) for n in [*self.tables, *self.views]}
+        expected = {self._directory(n) for n in [*self._tables, *self._views]}
         for directory in stray_directories(self.root, expected):
             shutil.rmtree(directory, ignore_errors=True)
 
-    # -- reading -----------------------------------------------------------------------------
-
-    def _store_directory(self, name: str) -> Path:
-        """The stage whose trace holds the contents of table or view ``name``."""
-        if name in self.tables:
-            return self._directory(name) / self._stages_of(name)[0].name
-        return self._directory(name) / self._stages_of(name)[-1].name
-
     def _stages_of(self, name: str) -> list[Stage]:
         """The stages of table or view ``name`` as it is now."""
-        source: object = self.tables[name] if name in self.tables else self.views[name].circuit
+        source: object = (
+            self._tables[name] if name in self._tables else self._views[name].circuit
+        )
         cached = self._stages.get(id(source))
         if cached is None or cached[0] is not source:
             raise StateError(f"no Spark stages for {name!r}")  # pragma: no cover
         return cached[1]
-
-    def _schema_of(self, name: str) -> Schema:
-        return self.tables[name].schema if name in self.tables else self.views[name].schema
-
-    def _frame(self, name: str, form: str) -> DataFrame:
-        schema = self._schema_of(name)
-        columns = json.dumps([[c.name, c.type] for c in schema.columns])
-        struct = (
-            spark_struct(schema, names=schema.names, weighted=False)
-            if form == "rows"
-            else spark_struct(schema)
-        )
-        return (
-            self.spark.read.format("ivm")
-            .schema(struct)
-            .option("directory", str(self._store_directory(name)))
-            .option("columns", columns)
-            .option("form", form)
-            .load()
-        )
-
-    def _register_in_spark(self, name: str) -> None:
-        if name in self.tables or name in self.views:  # not dropped later in the same script
-            self._frame(name, form="rows").createOrReplaceTempView(_spark_name(name))
-
-    def _attach(self, con: duckdb.DuckDBPyConnection, names: list[str]) -> None:
-        """Views named like each relation in ``con``, over its partition files (read-only)."""
-        for n, name in enumerate(names):
-            schema = self._schema_of(name)
-            files = partition_files(self._store_directory(name))
-            parts = []
-            for k, file in enumerate(files):
-                alias = f"__ivm_r{n}_{k}"
-                path = str(file).replace("'", "''")
-                con.execute(f"ATTACH '{path}' AS {alias} (READ_ONLY)").fetchall()
-                if has_contents(con, alias):  # a file whose first epoch never committed
-                    parts.append(f"SELECT * FROM {alias}.{TRACE}")
-            if parts:
-                live = consolidate_sql(" UNION ALL ".join(parts), schema.names, positive_only=True)
-                body = expand_sql(live, schema.names)
-            else:
-                body = (
-                    "SELECT "
-                    + ", ".join(
-                        f"CAST(NULL AS {c.type}) AS {quote(c.name)}" for c in schema.columns
-                    )
-                    + " WHERE false"
-                )
-            con.execute(f"CREATE VIEW {quote(name)} AS {body}").fetchall()
-
-
-def _spark_name(name: str) -> str:
-    """A table or view name as Spark's catalog parses it (backquoted)."""
-    return "`" + name.replace("`", "``") + "`"
 
 
 def _normalize_task(table: TableSchema, arrow: pa.Schema, batches: Any) -> Any:

@@ -21,13 +21,13 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
-from ivm.storage.partitions import open_partition, partition_files
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from ivm.execution.spark.stage_task import CONTENTS_TRACE
 from ivm.execution.spark.wire import arrow_schema, conform, to_wire_sql
 from ivm.plan.sql import consolidate_sql, expand_sql
 from ivm.schema import Column, Schema
+from ivm.storage.partitions import open_partition, partition_files
 
 TRACE = CONTENTS_TRACE
 

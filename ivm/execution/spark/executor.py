@@ -37,7 +37,6 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ivm import errors
-from ivm.circuit.circuit import Linear, Operator, Source
 from ivm.execution.spark.stage_task import Ticket, apply_partition, configure
 from ivm.execution.spark.stages import Stage, linear_sql
 from ivm.execution.spark.wire import (
@@ -48,7 +47,7 @@ from ivm.execution.spark.wire import (
     to_wire_sql,
     wire_types,
 )
-from ivm.plan.nodes import Filter, Project
+from ivm.operators.base import Operator
 from ivm.schema import WEIGHT, Schema
 
 _SPARK_TYPES: dict[str, T.DataType] = {
@@ -214,8 +213,8 @@ class SparkEpoch:
     def run_view(self, directory: Path, stages: list[Stage]) -> DataFrame | None:
         """The view's change (None if it has none), all its stages chained lazily."""
         uses, _ = reads(stages)
-        outputs: dict[int, DataFrame | None] = {}
-        glued: dict[int, DataFrame | None] = {}
+        outputs: dict[str, DataFrame | None] = {}
+        glued: dict[str, DataFrame | None] = {}
         result = None
         for stage in stages:
             inputs = [
@@ -234,48 +233,50 @@ class SparkEpoch:
     def _glue(
         self,
         op: Operator,
-        outputs: dict[int, DataFrame | None],
-        glued: dict[int, DataFrame | None],
+        outputs: dict[str, DataFrame | None],
+        glued: dict[str, DataFrame | None],
     ) -> DataFrame | None:
         """The change of ``op`` as a DataFrame, from stage outputs and sources."""
-        if op.index in outputs:
-            return outputs[op.index]
-        if op.index in glued:
-            return glued[op.index]
-        if isinstance(op, Source):
-            result = self.changes.get(op.name)
-        elif isinstance(op.node, (Filter, Project)):
+        if op.fingerprint in outputs:
+            return outputs[op.fingerprint]
+        if op.fingerprint in glued:
+            return glued[op.fingerprint]
+        source = op.node.source_name
+        if not op.inputs and source is not None:
+            result = self.changes.get(source)
+        elif op.linear and len(op.inputs) == 1:
             result = self._linear_chain(op, outputs, glued)
-        else:  # UNION ALL
-            assert isinstance(op, Linear)
+        elif op.linear:  # the signed sum of its inputs
             parts = [self._glue(i, outputs, glued) for i in op.inputs]
-            present = [_conformed(p, op.node.schema) for p in parts if p is not None]
+            present = [
+                _conformed(p, op.schema, sign)
+                for p, sign in zip(parts, op.input_signs(), strict=True)
+                if p is not None
+            ]
             result = functools.reduce(DataFrame.unionAll, present) if present else None
-        glued[op.index] = result
+        else:  # pragma: no cover - every non-linear operator is a stage
+            raise TypeError(f"{op.kind} is neither a stage nor linear")
+        glued[op.fingerprint] = result
         return result
 
     def _linear_chain(
         self,
         op: Operator,
-        outputs: dict[int, DataFrame | None],
-        glued: dict[int, DataFrame | None],
+        outputs: dict[str, DataFrame | None],
+        glued: dict[str, DataFrame | None],
     ) -> DataFrame | None:
-        """Filters and projections down to the next non-linear input, as one SQL query."""
+        """One-input linear operators down to the next other input, as one SQL query."""
         chain = []
         leaf = op
-        while (
-            isinstance(leaf, Linear)
-            and isinstance(leaf.node, (Filter, Project))
-            and leaf.index not in outputs
-        ):
+        while leaf.linear and len(leaf.inputs) == 1 and leaf.fingerprint not in outputs:
             chain.append(leaf)
             leaf = leaf.inputs[0]
         source = self._glue(leaf, outputs, glued)
         if source is None:
             return None
         sql = linear_sql(chain, "SELECT * FROM __ivm_leaf")
-        task = functools.partial(_linear_task, sql, leaf.node.schema, op.node.schema, self.ticket)
-        return source.mapInArrow(task, spark_struct(op.node.schema))
+        task = functools.partial(_linear_task, sql, leaf.schema, op.schema, self.ticket)
+        return source.mapInArrow(task, spark_struct(op.schema))
 
     def _wide(self, stage: Stage, inputs: list[DataFrame | None]) -> DataFrame | None:
         """One DataFrame of every input's change: ``__i``, the bucket ``__p`` (the hashed
@@ -330,18 +331,18 @@ class SparkEpoch:
         return _SALTS[self.partitions]
 
 
-def reads(stages: list[Stage]) -> tuple[Counter[int], Counter[str]]:
-    """How many times the stages' inputs read each stage's output (by the index of the
-    operator it produces) and each source (table or view), through linear operators."""
+def reads(stages: list[Stage]) -> tuple[Counter[str], Counter[str]]:
+    """How many times the stages' inputs read each stage's output (by the fingerprint of
+    the operator it produces) and each source (table or view), through linear operators."""
     produced = {s.produces for s in stages if s.produces is not None}
-    outputs: Counter[int] = Counter()
+    outputs: Counter[str] = Counter()
     sources: Counter[str] = Counter()
 
     def visit(op: Operator) -> None:
-        if op.index in produced:
-            outputs[op.index] += 1
-        elif isinstance(op, Source):
-            sources[op.name] += 1
+        if op.fingerprint in produced:
+            outputs[op.fingerprint] += 1
+        elif not op.inputs and op.node.source_name is not None:
+            sources[op.node.source_name] += 1
         else:
             for child in op.inputs:
                 visit(child)
@@ -353,11 +354,13 @@ def reads(stages: list[Stage]) -> tuple[Counter[int], Counter[str]]:
     return outputs, sources
 
 
-def _conformed(frame: DataFrame, schema: Schema) -> DataFrame:
-    """``frame`` cast to ``schema``'s wire types (a UNION ALL's inputs may differ in type)."""
+def _conformed(frame: DataFrame, schema: Schema, sign: int = 1) -> DataFrame:
+    """``frame`` cast to ``schema``'s wire types (a UNION ALL's inputs may differ in type),
+    its weights multiplied by ``sign``."""
     wires = wire_types(schema, "a relation")
+    weight = WEIGHT if sign == 1 else f"CAST({WEIGHT} * {sign} AS BIGINT) AS {WEIGHT}"
     return frame.selectExpr(
-        *[f"CAST(c{j} AS {w.spark}) AS c{j}" for j, w in enumerate(wires)], WEIGHT
+        *[f"CAST(c{j} AS {w.spark}) AS c{j}" for j, w in enumerate(wires)], weight
     )
 
 

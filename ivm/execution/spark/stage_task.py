@@ -29,7 +29,8 @@ from ivm.execution.embedded import EpochRunner
 from ivm.execution.spark.stages import CONTENTS, Stage, input_name
 from ivm.execution.spark.wire import arrow_schema, conform, from_wire_sql, to_wire_sql
 from ivm.plan.sql import consolidate_sql, empty_relation
-from ivm.schema import TableSchema, quote
+from ivm.schema import Schema, TableSchema, quote
+from ivm.storage.naming import FINGERPRINT_CHARS
 from ivm.storage.partitions import OUT, PartitionLog, compact_due, open_partition, partition_file
 from ivm.storage.traces import create_trace
 
@@ -50,16 +51,17 @@ class Ticket:
 
 
 class PartitionNames:
-    """The ``StateStore`` of a partition file: traces named by input and operator."""
+    """The ``StateStore`` of a partition file: traces named by input, or by the role and
+    fingerprint of the operator that keeps them."""
 
     def relation_trace(self, name: str) -> str:
         return quote(f"__ivm_{name}")
 
-    def operator_trace(self, view: str, index: int) -> str:
-        return quote(f"__ivm_op{index}")
+    def operator_trace(self, view: str, operator: str, role: str) -> str:
+        return quote(f"__ivm_op_{role}-{operator[:FINGERPRINT_CHARS]}")
 
-    def scratch(self, view: str, index: int, part: str) -> str:
-        return quote(f"__ivm_tmp{index}_{part}")
+    def scratch(self, view: str, operator: str, part: str) -> str:
+        return quote(f"__ivm_tmp{operator[:FINGERPRINT_CHARS]}_{part}")
 
 
 NAMES = PartitionNames()
@@ -137,7 +139,7 @@ def apply_partition(
         output = _read_output(con, stage, out_schema)
         con.execute("COMMIT").fetchall()
         try:  # compaction changes no contents: a failure must not fail the committed epoch
-            compact_due(con, {NAMES.relation_trace(k): v for k, v in stage.keys().items()})
+            compact_due(con, {table: key for table, _, key in stage_traces(stage)})
         except duckdb.Error as error:
             warnings.warn(f"ivm: compaction of {file} failed, will retry: {error}", stacklevel=2)
         return output
@@ -176,16 +178,24 @@ def _load_inputs(
     return changes
 
 
-def _create_traces(con: duckdb.DuckDBPyConnection, log: PartitionLog, stage: Stage) -> None:
-    """The traces of a new partition: kept inputs, and the stored contents."""
+def stage_traces(stage: Stage) -> list[tuple[str, Schema, tuple[str, ...]]]:
+    """(table, schema, sort key) of every trace a partition of ``stage`` keeps: the
+    integrals of kept inputs, the operators' own traces, and the stored contents."""
     traces = [
-        (NAMES.relation_trace(input_name(i)), s.schema)
-        for i, s in enumerate(stage.inputs)
-        if s.kept
+        (NAMES.relation_trace(name), schema, key) for name, schema, key in stage.kept_inputs()
     ]
-    if stage.contents:
-        traces.append((CONTENTS_TRACE, stage.output))
-    for trace, schema in traces:
+    if stage.circuit is not None:
+        for op, spec in stage.circuit.traces():
+            table = NAMES.operator_trace("", op.fingerprint, spec.role)
+            traces.append((table, spec.schema, spec.key))
+    if stage.contents_key is not None:
+        traces.append((CONTENTS_TRACE, stage.output, stage.contents_key))
+    return traces
+
+
+def _create_traces(con: duckdb.DuckDBPyConnection, log: PartitionLog, stage: Stage) -> None:
+    """The (empty) traces of a new partition."""
+    for trace, schema, _ in stage_traces(stage):
         create_trace(con, trace, [(c.name, c.type) for c in schema.columns])
         log.track(trace)
 
@@ -210,10 +220,6 @@ def _apply(
         runner = EpochRunner(con, NAMES, changes, backfill=fresh)
         output = runner.run(stage.circuit)
         commits = runner.commits
-        if fresh:
-            for op in stage.circuit.operators:
-                if op.stateful:
-                    log.track(NAMES.operator_trace("", op.index))
     if stage.table is None:
         change = output or empty_relation(stage.output)
         log.store_output(consolidate_sql(change, stage.output.names))

@@ -1,25 +1,22 @@
 """Cut a circuit into stages for a partitioned executor (Spark mode).
 
-A *stage* is one stateful operator (a join, an aggregate, a DISTINCT), or the
-store of a base table or of a view's output, together with the key its inputs
-are partitioned by. Changes between stages are repartitioned by that key, so
-every partition of a stage sees all rows of its keys and keeps state for them
-alone; linear operators (filter, project, UNION ALL) between stages need no
-state and run on the changes as they flow (on any partitioning).
+A *stage* is one non-linear operator (a join, an aggregate, a DISTINCT, a
+per-key operator…), or the store of a base table or of a view's output,
+together with the key each input is partitioned by. Changes between stages are
+repartitioned by that key, so every partition of a stage sees all rows of its
+keys and keeps state for them alone; linear operators (filter, project, UNION
+ALL) between stages need no state and run on the changes as they flow.
 
-Keys, and the choice for operators with no natural key:
+Everything here goes through the operator interface (``ivm.operators.base``):
+each operator's ``input_keys()`` is what its stage hashes on (``()``: one
+partition: a global aggregate, a cross join), ``reads_integrals()`` which inputs'
+traces the stage keeps beside it, ``traces()`` what it keeps itself, and a
+linear operator's ``column_origin`` how a key passes through it. The only
+Spark-specific choice: co-partitioned key columns (a join's sides) are kept
+only where equal values of the two sides' types hash alike.
 
-* a join: its equi-keys (``a = b`` across the two inputs, after
-  ``ivm.binary_joins`` made every join binary). Without one (a cross product,
-  or only equalities between different kinds of types) the join runs on one
-  partition;
-* GROUP BY: the group keys; a global aggregate (no GROUP BY) runs on one
-  partition;
-* DISTINCT, a view's output, and a base table without a primary key: the whole
-  row; a base table with a primary key: the key.
-
-Each stage keeps the integral of an input only when its operator reads it
-(a join reads both; an aggregate only for MIN/MAX or float sums).
+A stage is named after its operator's kind and fingerprint (``join-<hex>``),
+as traces are: never by position.
 """
 
 from __future__ import annotations
@@ -27,23 +24,16 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from sqlglot import exp
-
-from ivm.circuit.circuit import (
-    Circuit,
-    DeltaJoin,
-    IncrementalAggregate,
-    IncrementalDistinct,
-    Operator,
-    Source,
-)
-from ivm.errors import UnsupportedSQL
+from ivm.circuit.circuit import Circuit
 from ivm.execution.spark.wire import wire_type, wire_types
-from ivm.plan.nodes import Filter, Project, Scan
-from ivm.plan.sql import filter_sql, project_sql
+from ivm.operators.base import Operator
+from ivm.operators.scan import Scan, Source
 from ivm.schema import Schema, TableSchema
 
-StageKind = Literal["table", "join", "aggregate", "distinct", "output"]
+StageKind = Literal["table", "operator", "output"]
+
+STAGE_FINGERPRINT_CHARS = 12
+"""Hex digits of an operator's fingerprint in its stage's directory name."""
 
 
 @dataclass(frozen=True)
@@ -90,9 +80,9 @@ class Stage:
     kind: StageKind
     inputs: tuple[StageInput, ...]
     output: Schema
-    circuit: Circuit | None = None  # join/aggregate/distinct: Sources in0.., the operator, then
-    # the linear operators up to the view's output when the stage also stores the view
-    produces: int | None = None  # index of the view-circuit operator whose change it emits
+    circuit: Circuit | None = None  # operator stages: Sources in0.., the operator, then the
+    # linear operators up to the view's output when the stage also stores the view
+    produces: str | None = None  # fingerprint of the view-circuit operator whose change it emits
     table: TableSchema | None = None  # for a table stage
     contents_key: tuple[str, ...] | None = None  # set when the stage stores its relation's
     # contents (a table, or the view: output columns equal on a key land in one partition)
@@ -107,16 +97,9 @@ class Stage:
         """True when the stage stores the contents of its table or view (trace ``contents``)."""
         return self.contents_key is not None
 
-    def keys(self) -> dict[str, tuple[str, ...]]:
-        """Sort key of each trace, by its name inside a partition (for compaction)."""
-        keys = {input_name(i): s.key for i, s in enumerate(self.inputs) if s.kept}
-        if self.circuit is not None:
-            for op in self.circuit.operators:
-                if op.state_key is not None:
-                    keys[f"op{op.index}"] = op.state_key
-        if self.contents_key is not None:
-            keys[CONTENTS] = self.contents_key
-        return keys
+    def kept_inputs(self) -> list[tuple[str, Schema, tuple[str, ...]]]:
+        """(name, schema, key) of each input whose integral the stage keeps."""
+        return [(input_name(i), s.schema, s.key) for i, s in enumerate(self.inputs) if s.kept]
 
     def describe(self) -> str:
         """One line for ``explain``."""
@@ -152,6 +135,11 @@ def table_stage(table: TableSchema) -> Stage:
     )
 
 
+def is_anchor(op: Operator) -> bool:
+    """True for operators that start a stage: every non-linear operator with inputs."""
+    return not op.linear and bool(op.inputs)
+
+
 def view_stages(circuit: Circuit) -> list[Stage]:
     """The stages of a view's circuit (made of binary joins), in dependency order.
 
@@ -160,21 +148,21 @@ def view_stages(circuit: Circuit) -> list[Stage]:
     output rows share a partition and each partition consolidates its own rows);
     otherwise a stage of its own, partitioned by the whole output row.
     """
-    anchors = [op for op in circuit.operators if op.stateful or _is_join(op)]
-    stages = [_operator_stage(op) for op in anchors]
+    anchors = [op for op in circuit.operators if is_anchor(op)]
+    stages = [operator_stage(op) for op in anchors]
     fused = _fused_output(circuit, anchors[-1]) if anchors else None
     if fused is not None:
         stages[-1] = fused
     else:
         output = circuit.output
-        schema = output.node.schema
+        schema = output.schema
         stages.append(
             Stage(
-                name="output",
+                name=f"output-{output.fingerprint[:STAGE_FINGERPRINT_CHARS]}",
                 kind="output",
                 inputs=(StageInput(schema, tuple(schema.names), kept=False, stream=output),),
                 output=schema,
-                produces=output.index,
+                produces=output.fingerprint,
                 contents_key=tuple(schema.names),
             )
         )
@@ -195,150 +183,128 @@ def _carry(stage_input: StageInput, index: int) -> StageInput:
     """``stage_input`` with its filters and projections moved into the stage, if possible."""
     chain: list[Operator] = []
     leaf = stage_input.stream
-    while leaf is not None and isinstance(leaf.node, (Filter, Project)):
+    while leaf is not None and leaf.linear and len(leaf.inputs) == 1:
         chain.append(leaf)
         leaf = leaf.inputs[0]
     if leaf is None or not chain:
         return stage_input
     key = list(stage_input.key)
     for op in chain:  # from the input down to the leaf
-        node = op.node
-        if isinstance(node, Project):
-            source = op.inputs[0].node.schema
-            exprs = dict(node.exprs)
-            below = []
-            for name in key:
-                found = _passed_through(exprs[name], source, node.schema.type_of(name))
-                if found is None:
-                    return stage_input
-                below.append(found)
-            key = below
+        below = [op.column_origin(name) for name in key]
+        if any(name is None for name in below):
+            return stage_input
+        key = [name for name in below if name is not None]
     table = f"__ivm_leaf{index}"
     return replace(
         stage_input,
         carried=Carried(
             leaf=leaf,
-            schema=leaf.node.schema,
+            schema=leaf.schema,
             key=tuple(key),
             sql=linear_sql(chain, f"SELECT * FROM {table}"),
         ),
     )
 
 
-def _passed_through(expression: exp.Expression, source: Schema, type_: str) -> str | None:
-    """The input column ``expression`` is, unchanged (or cast to its own type); else None."""
-    if isinstance(expression, exp.Cast):
-        expression = expression.this
-        if isinstance(expression, exp.Column) and source.type_of(expression.name) != type_:
-            return None
-    return expression.name if isinstance(expression, exp.Column) else None
-
-
 def linear_sql(chain: list[Operator], leaf: str) -> str:
-    """SQL of the change of ``chain[0]``: the filters and projections of ``chain`` (from the
-    top down) applied to ``leaf``, the change of the last one's input."""
+    """SQL of the change of ``chain[0]``: the one-input linear operators of ``chain``
+    (from the top down) applied to ``leaf``, the change of the last one's input."""
     sql = leaf
     for op in reversed(chain):
-        node = op.node
-        if isinstance(node, Filter):
-            sql = filter_sql(sql, node.predicate)
-        else:
-            assert isinstance(node, Project)
-            sql = project_sql(sql, node.exprs, weighted=True)
+        result = op.linear_sql([sql])
+        assert result is not None
+        sql = result
     return sql
 
 
 def _fused_output(circuit: Circuit, anchor: Operator) -> Stage | None:
-    """``anchor``'s stage extended to store the view, when only filters and projections
-    that keep the anchor's key columns lie between it and the output; else None."""
-    consumers: dict[int, list[Operator]] = {}
-    for op in circuit.operators:
-        for child in op.inputs:
-            consumers.setdefault(child.index, []).append(op)
+    """``anchor``'s stage extended to store the view, when only one-input linear
+    operators that keep the anchor's key columns lie between it and the output."""
+    consumers = circuit.consumers()
     chain: list[Operator] = []
     op = anchor
     while op is not circuit.output:
-        after = consumers.get(op.index, [])
-        if len(after) != 1 or not isinstance(after[0].node, (Filter, Project)):
+        after = consumers.get(op.fingerprint, [])
+        if len(after) != 1 or not (after[0].linear and len(after[0].inputs) == 1):
             return None
         op = after[0]
         chain.append(op)
-    key = _key_through(_stage_key(anchor), chain)
+    stage = operator_stage(anchor)
+    key = _key_through(anchor, chain)
     if key is None:
         return None
-    stage = _operator_stage(anchor)
     assert stage.circuit is not None
-    operators = list(stage.circuit.operators)
+    top = stage.circuit.output
     for op in chain:
-        operators.append(replace(op, index=len(operators), inputs=(operators[-1],)))
+        top = op.with_inputs([top])
     return replace(
         stage,
-        circuit=Circuit(view=stage.circuit.view, operators=tuple(operators)),
-        output=circuit.output.node.schema,
-        produces=circuit.output.index,
+        circuit=Circuit.of(stage.circuit.view, top),
+        output=circuit.output.schema,
+        produces=circuit.output.fingerprint,
         contents_key=key,
     )
 
 
-def _stage_key(anchor: Operator) -> tuple[str, ...]:
-    """The anchor's partition key as columns of its output."""
-    stage = _operator_stage(anchor)
-    return stage.inputs[0].key
+def _key_through(anchor: Operator, chain: list[Operator]) -> tuple[str, ...] | None:
+    """The output columns carrying the anchor's partition key after ``chain``; None if the
+    anchor's output has no such key, or a projection drops one."""
+    key = anchor.output_key()
+    if not key:
+        return None
+    names = list(key)
+    for op in chain:
+        renamed = []
+        for name in names:
+            target = next((out for out in op.schema.names if op.column_origin(out) == name), None)
+            if target is None:
+                return None
+            renamed.append(target)
+        names = renamed
+    return tuple(names)
 
 
-def _is_join(op: Operator) -> bool:
-    return isinstance(op, DeltaJoin)
-
-
-def _operator_stage(op: Operator) -> Stage:
-    schemas = [i.node.schema for i in op.inputs]
-    kind: StageKind
-    if isinstance(op, DeltaJoin):
-        kind = "join"
-        keys = _join_keys(op, schemas)
-        kept = [True] * len(schemas)
-    elif isinstance(op, IncrementalAggregate):
-        kind = "aggregate"
-        keys = [op.shape.keys]
-        kept = [bool(op.shape.recomputed)]
-    elif isinstance(op, IncrementalDistinct):
-        kind = "distinct"
-        keys = [tuple(schemas[0].names)]
-        kept = [False]
-    else:  # pragma: no cover - view_stages selects only the operators above
-        raise TypeError(type(op).__name__)
+def operator_stage(op: Operator) -> Stage:
+    """The stage of one anchor operator: its inputs become Sources ``in0``, ``in1``…"""
+    schemas = [i.schema for i in op.inputs]
+    keys = _co_partitioned([k or () for k in op.input_keys()], schemas)
+    kept = op.reads_integrals()
     sources = tuple(
-        Source(i, Scan(schema=schema, name=input_name(i)), (), name=input_name(i))
+        Source(Scan(schema=schema, name=input_name(i)), ())
         for i, schema in enumerate(schemas)
     )
-    local = replace(op, index=len(sources), inputs=sources)
+    local = op.with_inputs(sources)
     inputs = tuple(
         StageInput(schema, key, kept=k, stream=stream)
         for schema, key, k, stream in zip(schemas, keys, kept, op.inputs, strict=True)
     )
     return Stage(
-        name=f"s{op.index}-{kind}",
-        kind=kind,
+        name=f"{op.kind}-{op.fingerprint[:STAGE_FINGERPRINT_CHARS]}",
+        kind="operator",
         inputs=inputs,
-        output=op.node.schema,
-        circuit=Circuit(view=f"stage{op.index}", operators=(*sources, local)),
-        produces=op.index,
+        output=op.schema,
+        circuit=Circuit.of(f"stage-{op.kind}", local),
+        produces=op.fingerprint,
     )
 
 
-def _join_keys(op: DeltaJoin, schemas: list[Schema]) -> list[tuple[str, ...]]:
-    """Per input, the key columns: the equi-pairs whose two sides hash alike."""
-    if len(schemas) != 2:  # pragma: no cover - binary_joins runs first
-        raise UnsupportedSQL("Spark mode needs binary joins")
-    left_names = set(schemas[0].names)
-    left, right = [], []
-    for a, b in op.equi_keys():
-        if a not in left_names:
-            a, b = b, a
-        if _hash_alike(schemas[0].type_of(a), schemas[1].type_of(b)):
-            left.append(a)
-            right.append(b)
-    return [tuple(left), tuple(right)]
+def _co_partitioned(
+    keys: list[tuple[str, ...]], schemas: list[Schema]
+) -> list[tuple[str, ...]]:
+    """Keys of several inputs, aligned by position, kept only at positions whose
+    columns hash alike in every input (a single input keeps its key)."""
+    if len(keys) < 2:
+        return keys
+    width = min(len(k) for k in keys)
+    positions = [
+        p
+        for p in range(width)
+        if all(
+            _hash_alike(schemas[0].type_of(keys[0][p]), schemas[i].type_of(keys[i][p]))
+            for i in range(1, len(keys))
+        )
+    ]
+    return [tuple(k[p] for p in positions) for k in keys]
 
 
 def _hash_alike(a: str, b: str) -> bool:
@@ -357,33 +323,3 @@ def _hash_alike(a: str, b: str) -> bool:
     if "float" in (wa.spark, wb.spark):
         return wa.spark in floats and wb.spark in floats
     return True
-
-
-def _key_through(key: tuple[str, ...], chain: list[Operator]) -> tuple[str, ...] | None:
-    """The columns carrying ``key``'s values after ``chain``; None if a projection drops one."""
-    names = list(key)
-    for op in chain:
-        node = op.node
-        if not isinstance(node, Project):
-            continue
-        source = op.inputs[0].node.schema
-        renamed = []
-        for name in names:
-            target = next(
-                (out for out, e in node.exprs if _same_value(e, name, source, node.schema, out)),
-                None,
-            )
-            if target is None:
-                return None
-            renamed.append(target)
-        names = renamed
-    return tuple(names)
-
-
-def _same_value(
-    expression: exp.Expression, name: str, source: Schema, result: Schema, out: str
-) -> bool:
-    """True when ``expression`` is column ``name`` itself (or cast to the type it has)."""
-    if isinstance(expression, exp.Cast) and source.type_of(name) == result.type_of(out):
-        expression = expression.this
-    return isinstance(expression, exp.Column) and expression.name == name

@@ -1,0 +1,1 @@
+"""Functions ivm knows the incremental behaviour of (the aggregate registry)."""

@@ -1,0 +1,156 @@
+"""DDL of a session: CREATE [OR REPLACE] TABLE / VIEW, DROP … [CASCADE].
+
+Every statement runs inside the script's transaction (``Session.execute``), so
+a script applies whole or not at all. Replacing a table or view, or dropping
+one with CASCADE, touches the views that read it (directly or through other
+views):
+
+* ``CREATE OR REPLACE``: the dependents are dropped and created again from
+  their own SQL over the new definition (a dependent that no longer plans
+  fails the whole script); a replaced table starts empty, as in DuckDB;
+* ``DROP … CASCADE``: the dependents are dropped first; without CASCADE a
+  drop that others depend on is refused, naming them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import duckdb
+
+from ivm.errors import IvmError, SqlError
+from ivm.execution.embedded import describe
+from ivm.plan.sql import W
+from ivm.schema import TableSchema
+from ivm.sql_frontend.statements import CreateTable, CreateView, Drop
+from ivm.storage.traces import create_reader, create_trace
+from ivm.views.definitions import ViewDef
+from ivm.views.table_codec import table_to_json
+
+if TYPE_CHECKING:
+    from ivm.views.session import Session
+
+    _Base = Session
+else:
+    _Base = object
+
+
+class Ddl(_Base):
+    """The DDL half of ``Session`` (see the module docstring)."""
+
+    def _create_table(self, statement: CreateTable) -> None:
+        table = statement.table
+        existing = self._resolve(table.name)
+        if existing in self._tables and statement.if_not_exists:
+            return
+        if existing in self._tables and getattr(statement, "or_replace", False):
+            self._replace(existing, lambda: self._add_table(table))
+            return
+        self._check_new_name(table.name)
+        self._add_table(table)
+
+    def _create_view(self, statement: CreateView) -> None:
+        existing = self._resolve(statement.name)
+        if existing in self._views and statement.if_not_exists:
+            return
+        if existing in self._views and statement.or_replace:
+            self._replace(existing, lambda: self._add_view(statement.name, statement.sql))
+            return
+        self._check_new_name(statement.name)
+        self._add_view(statement.name, statement.sql)
+
+    def _drop(self, statement: Drop) -> None:
+        name = self._resolve(statement.name)
+        known = self._views if statement.kind == "VIEW" else self._tables
+        if name not in known:
+            if statement.if_exists:
+                return
+            raise SqlError(f"DROP {statement.kind}: no {statement.kind.lower()} named {name!r}")
+        dependents = self._dependents(name)
+        if dependents and not getattr(statement, "cascade", False):
+            names = ", ".join(repr(d.name) for d in dependents)
+            raise SqlError(
+                f"cannot drop {name!r}: view(s) {names} read it; drop them first, "
+                f"or DROP {statement.kind} {name} CASCADE to drop them too"
+            )
+        for dependent in reversed(dependents):
+            self._remove(dependent.name)
+        self._remove(name)
+
+    def _replace(self, name: str, create: Callable[[], None]) -> None:
+        """Drop ``name`` and its dependents, run ``create``, then create the dependents
+        again from their SQL (in their creation order)."""
+        dependents = self._dependents(name)
+        for dependent in reversed(dependents):
+            self._remove(dependent.name)
+        self._remove(name)
+        create()
+        for dependent in dependents:
+            try:
+                self._add_view(dependent.name, dependent.sql)
+            except IvmError as error:
+                raise type(error)(
+                    f"view {dependent.name!r} reads {name!r} and cannot be created again over "
+                    f"its new definition: {error}"
+                ) from error
+
+    def _dependents(self, name: str) -> list[ViewDef]:
+        """Views reading ``name``, directly or through other views, in creation order."""
+        found: set[str] = {name}
+        for view in self._views.values():  # creation order: readers come after what they read
+            if view.sources & found:
+                found.add(view.name)
+        return [v for v in self._views.values() if v.name in found and v.name != name]
+
+    def _check_new_name(self, name: str) -> None:
+        lowered = {n.lower() for n in [*self._tables, *self._views]}
+        if name.lower() in lowered:
+            raise SqlError(f"a table or view named {name!r} already exists")
+
+    def _remove(self, name: str) -> None:
+        """Drop table or view ``name`` and its state (dependents are the caller's)."""
+        if name in self._views:
+            self._drop_view_state(name, self.catalog.manifest(name))
+            del self._views[name]
+            self._no_change.pop(name, None)
+        else:
+            self._drop_table_state(name)
+            del self._tables[name]
+            del self.arrow_schemas[name]
+        self.catalog.remove(name)
+
+    # -- tables ------------------------------------------------------------------------------
+
+    def _add_table(self, table: TableSchema) -> None:
+        trace = self.names.relation_trace(table.name)
+        try:
+            create_trace(self.con, trace, [(c.name, c.type) for c in table.schema.columns])
+        except duckdb.Error as error:
+            raise SqlError(f"CREATE TABLE {table.name}: {error}") from error
+        # DuckDB's spelling of the types (TEXT → VARCHAR, INT → INTEGER…).
+        actual = describe(self.con, f"SELECT * EXCLUDE ({W}) FROM {trace}")
+        table = TableSchema(table.name, actual, table.primary_key, table.not_null)
+        create_reader(self.con, table.name, trace, actual.names)
+        self.catalog.add("table", table.name, table_to_json(table))
+        self._register_table(table)
+
+    def _register_table(self, table: TableSchema) -> None:
+        trace = self.names.relation_trace(table.name)
+        self._tables[table.name] = table
+        self.arrow_schemas[table.name] = (
+            self.con.sql(f"SELECT * EXCLUDE ({W}) FROM {trace} LIMIT 0").to_arrow_table().schema
+        )
+
+    # -- views -------------------------------------------------------------------------------
+
+    def _add_view(self, name: str, sql: str) -> None:
+        view = self._register_view(name, sql)
+        self.catalog.add("view", name, sql)
+        self._build_view_state(view)
+
+    def _register_view(self, name: str, sql: str) -> ViewDef:
+        plan = self._plan(sql)
+        view = ViewDef(name, sql, plan, self._circuit(plan, name), plan.schema)
+        self._views[name] = view
+        return view

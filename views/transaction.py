@@ -1,0 +1,81 @@
+"""One DuckDB transaction around a DDL script or an epoch, with in-memory rollback.
+
+``BEGIN … COMMIT``, or ``ROLLBACK`` on any error; the session's in-memory
+catalog (tables, views) is restored too, and actions registered for after the
+commit (or after a roll-back) run then: file moves in Spark mode, catalog
+registrations. A DuckDB error inside becomes the given ``IvmError`` class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+import duckdb
+
+from ivm.errors import IvmError, StateError
+
+
+class Transactional(Protocol):
+    """What a transaction needs of the session."""
+
+    con: duckdb.DuckDBPyConnection
+    on_commit: list[Callable[[], None]]
+    on_rollback: list[Callable[[], None]]
+
+    def snapshot(self) -> Any:
+        """The in-memory catalog, to restore after a roll-back."""
+        ...
+
+    def restore(self, saved: Any) -> None:
+        """Put back what ``snapshot`` returned."""
+        ...
+
+
+def run_all(actions: Iterable[Callable[[], None]]) -> None:
+    """Run every action, even if an earlier one fails; then raise the first failure."""
+    failures = []
+    for action in actions:
+        try:
+            action()
+        except Exception as error:  # noqa: BLE001 - each action must get its turn
+            failures.append(error)
+    if failures:
+        raise failures[0]
+
+
+class Transaction:
+    """BEGIN … COMMIT, or ROLLBACK on any error (and the in-memory catalog restored)."""
+
+    def __init__(self, session: Transactional, error_class: type[IvmError]) -> None:
+        self.session = session
+        self.error_class = error_class  # what a DuckDB error inside becomes
+
+    def __enter__(self) -> None:
+        s = self.session
+        self.saved = s.snapshot()
+        s.on_commit, s.on_rollback = [], []
+        s.con.execute("BEGIN TRANSACTION").fetchall()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: object
+    ) -> None:
+        s = self.session
+        if kind is None:
+            try:
+                s.con.execute("COMMIT").fetchall()
+            except duckdb.Error as commit_error:
+                s.restore(self.saved)
+                run_all(reversed(s.on_rollback))
+                raise StateError(f"committing failed, nothing was applied: {commit_error}") from (
+                    commit_error
+                )
+            run_all(s.on_commit)
+            return
+        try:
+            s.con.execute("ROLLBACK").fetchall()
+        finally:
+            s.restore(self.saved)
+            run_all(reversed(s.on_rollback))
+        if isinstance(error, duckdb.Error):
+            raise self.error_class(f"DuckDB: {error}") from error

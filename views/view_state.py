@@ -1,0 +1,183 @@
+"""The state of each view (embedded mode): built, dropped, and checked against its manifest.
+
+A view's state is its output trace (its contents) and the traces its circuit's
+operators keep, each named by the owning operator's fingerprint and the
+trace's role. ``_manifest`` lists them with the plan's fingerprint and the
+engine's state format; the catalog stores it with the state.
+
+Reopening plans every view again from its SQL and compares manifests before
+any state is read. Equal: the traces must all be there as listed (else the
+state is damaged: ``StateError``). Different (an upgrade changed the plan, or
+the state predates manifests): the view is rebuilt from its inputs with an
+``IvmWarning``, or, with ``on_plan_change="refuse"``, refused with a
+``StateError`` naming the view. Old state is never attached to an operator
+that did not write it.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from typing import TYPE_CHECKING
+
+from ivm.errors import ExecutionError, IvmError, IvmWarning, StateError
+from ivm.execution.embedded import EpochRunner, create_traces, run_sql
+from ivm.operators.base import STATE_FORMAT
+from ivm.plan.sql import consolidate_sql
+from ivm.schema import Schema, quote
+from ivm.storage.manifest import Manifest, TraceEntry
+from ivm.storage.traces import create_reader, create_trace
+from ivm.views.definitions import ViewDef
+from ivm.views.diagnose import explain_failure
+
+if TYPE_CHECKING:
+    from ivm.views.session import Session
+
+    _Base = Session
+else:
+    _Base = object
+
+
+def columns_of(schema: Schema) -> tuple[tuple[str, str], ...]:
+    """(name, type) of each column."""
+    return tuple((c.name, c.type) for c in schema.columns)
+
+
+def unquote(table: str) -> str:
+    """A quoted DuckDB identifier as its plain name."""
+    return table[1:-1].replace('""', '"') if table.startswith('"') else table
+
+
+class ViewState(_Base):
+    """The view-state half of ``Session`` (see the module docstring)."""
+
+    # -- reopening ---------------------------------------------------------------------------
+
+    def _load_view(self, name: str, sql: str) -> None:
+        """Plan a stored view again and check its state against its manifest; a view whose
+        state was computed for another plan is refused or queued for ``_rebuild_pending``."""
+        try:
+            view = self._register_view(name, sql)
+        except IvmError as error:
+            raise StateError(f"stored view {name!r} cannot be planned: {error}") from error
+        stored = self.catalog.manifest(name)
+        expected = self._manifest(view)
+        if stored == expected:
+            self._check_state(view, expected)
+            return
+        if stored is not None:
+            why = "; ".join(stored.differences(expected))
+        else:
+            why = f"the state predates manifests (ivm format {self.catalog.upgraded_from})"
+        if self.on_plan_change == "refuse":
+            raise StateError(
+                f"view {name!r}: its stored state was computed for another plan ({why}); "
+                "reopen with ivm.connect(path, on_plan_change='rebuild') to rebuild it from its "
+                "inputs"
+            )
+        self._pending_rebuilds.append((view, stored, why))
+
+    def _rebuild_pending(self) -> None:
+        """Rebuild, from their inputs, the views ``_load_view`` found computed for another plan
+        (in creation order, so a view's inputs are rebuilt before it)."""
+        pending, self._pending_rebuilds = self._pending_rebuilds, []
+        for view, stored, why in pending:
+            warnings.warn(
+                f"ivm: rebuilding view {view.name!r} from its inputs: its stored state was "
+                f"computed for another plan ({why})",
+                IvmWarning,
+                stacklevel=4,
+            )
+            with self._transaction(StateError):
+                self._drop_view_state(view.name, stored)
+                self._build_view_state(view)
+
+    def _manifest(self, view: ViewDef) -> Manifest:
+        """The manifest of the state the view's circuit keeps today."""
+        traces = [
+            TraceEntry(
+                self.names.operator_trace(view.name, op.fingerprint, spec.role),
+                columns_of(spec.schema),
+                spec.key,
+            )
+            for op, spec in view.circuit.traces()
+        ]
+        traces.append(TraceEntry(self.names.relation_trace(view.name), columns_of(view.schema), ()))
+        return Manifest(STATE_FORMAT, view.circuit.fingerprint, tuple(traces))
+
+    def _check_state(self, view: ViewDef, manifest: Manifest) -> None:
+        """Every trace the manifest lists is there with its columns; else StateError."""
+        present = self._table_columns()
+        for trace in manifest.traces:
+            found = present.get(unquote(trace.location))
+            if found != trace.columns:
+                what = "is missing" if found is None else "has other columns"
+                raise StateError(
+                    f"state at {self.path} is damaged: trace {trace.location} of view "
+                    f"{view.name!r} {what}"
+                )
+
+    def _check_tables_present(self) -> None:
+        """Every base table's trace must exist, or the state is unusable."""
+        present = self._table_columns()
+        missing = [
+            self.names.relation_trace(n)
+            for n in self._tables
+            if unquote(self.names.relation_trace(n)) not in present
+        ]
+        if missing:
+            raise StateError(f"state at {self.path} is missing trace table(s) {', '.join(missing)}")
+
+    def _table_columns(self) -> dict[str, tuple[tuple[str, str], ...]]:
+        rows = self.con.execute(
+            "SELECT table_name, column_name, data_type FROM duckdb_columns() "
+            "WHERE database_name = current_database() ORDER BY table_name, column_index"
+        ).fetchall()
+        found: dict[str, list[tuple[str, str]]] = {}
+        for table, column, type_ in rows:
+            if column != "__w":
+                found.setdefault(table, []).append((column, type_))
+        return {t: tuple(c) for t, c in found.items()}
+
+    # -- building and dropping ---------------------------------------------------------------
+
+    def _build_view_state(self, view: ViewDef) -> None:
+        """Create the view's traces and fill them from its inputs (backfill)."""
+        trace = self.names.relation_trace(view.name)
+        create_trace(self.con, trace, list(columns_of(view.schema)))
+        create_traces(self.con, self.names, view.circuit)
+        runner = EpochRunner(self.con, self.names, {}, backfill=True)
+        try:
+            delta = runner.run(view.circuit)
+            for table, rows in runner.commits:
+                run_sql(self.con, f"INSERT INTO {table} {rows}")
+            if delta is not None:
+                consolidated = consolidate_sql(delta, view.schema.names)
+                run_sql(self.con, f"INSERT INTO {trace} {consolidated}")
+        except ExecutionError as error:
+            raise explain_failure(
+                self.con, view.name, view.circuit, runner.change, error
+            ) from error
+        create_reader(self.con, view.name, trace, view.schema.names)
+        self.catalog.set_manifest(view.name, self._manifest(view))
+
+    def _drop_view_state(self, name: str, manifest: Manifest | None) -> None:
+        """Drop a view's reader and every trace of its state (as its manifest lists them;
+        state from before manifests: the operator traces of that format's naming)."""
+        self.con.execute(f"DROP VIEW IF EXISTS {quote(name)}").fetchall()
+        tables = [self.names.relation_trace(name)]
+        if manifest is not None:
+            tables += [t.location for t in manifest.traces]
+        else:
+            legacy = re.compile(rf"__ivm_op_{re.escape(name)}#\d+")
+            tables += [quote(t) for t in self._table_columns() if legacy.fullmatch(t)]
+        for table in dict.fromkeys(tables):
+            self.con.execute(f"DROP TABLE IF EXISTS {table}").fetchall()
+            self.compactor.forget(table)
+
+    def _drop_table_state(self, name: str) -> None:
+        """Drop a base table's reader and trace."""
+        self.con.execute(f"DROP VIEW IF EXISTS {quote(name)}").fetchall()
+        trace = self.names.relation_trace(name)
+        self.con.execute(f"DROP TABLE IF EXISTS {trace}").fetchall()
+        self.compactor.forget(trace)
