@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import duckdb
 import pytest
-from ivm.sql_frontend.statements import CreateTable, CreateView, Drop, parse_script
 
 from ivm.errors import SqlError, UnsupportedSQL
+from ivm.sql_frontend.statements import CreateTable, CreateView, Drop, parse_script
 
 
 def duckdb_type(spelling: str) -> str:

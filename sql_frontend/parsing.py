@@ -1,0 +1,179 @@
+"""Tokenize and parse SQL with sqlglot's DuckDB dialect, quietly and with positions.
+
+Every parse error becomes an ``SqlError`` whose message names the problem and
+its ``line L, column C`` in the user's script, built from sqlglot's structured
+error records (its own message underlines with terminal escape codes). sqlglot
+logs warnings (text it falls back to parsing as a command, syntax it cannot
+convert); ``quiet()`` drops them while ivm parses and generates SQL, without
+touching the logging configuration outside that window.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlglot import exp
+from sqlglot.dialects.duckdb import DuckDB
+from sqlglot.errors import ParseError, SqlglotError, TokenError
+from sqlglot.tokens import Token, TokenType
+
+from ivm.errors import SqlError
+from ivm.sql_frontend.positions import TEXT_START, Locator, Origin
+
+SQLGLOT_LOGGER = "sqlglot"
+
+
+class _DropAll(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return False
+
+
+@contextmanager
+def quiet() -> Iterator[None]:
+    """Drop the ``sqlglot`` logger's records inside the block (and only there).
+
+    A filter on that one logger, removed on exit: other loggers, handlers and
+    levels are left as the application configured them.
+    """
+    logger = logging.getLogger(SQLGLOT_LOGGER)
+    drop = _DropAll()
+    logger.addFilter(drop)
+    try:
+        yield
+    finally:
+        logger.removeFilter(drop)
+
+
+def tokenize(text: str, origin: Origin = TEXT_START) -> list[Token]:
+    """DuckDB tokens of ``text``; an unterminated string or comment is an SqlError."""
+    tokenizer = DuckDB().tokenizer()
+    try:
+        with quiet():
+            return tokenizer.tokenize(text)
+    except TokenError as error:
+        offset = _failed_token_start(tokenizer, str(error.__cause__ or error))
+        where = origin.advance(text, min(offset, len(text)))
+        raise SqlError(
+            f"cannot parse SQL at {where}: {_unfinished(text[offset : offset + 2])}"
+        ) from error
+
+
+def _unfinished(opening: str) -> str:
+    if opening.startswith("/*"):
+        return "unterminated comment"
+    if opening.startswith("'"):
+        return "unterminated string"
+    if opening.startswith('"'):
+        return "unterminated quoted identifier"
+    if opening.startswith("$"):
+        return "unterminated dollar-quoted string"
+    return f"cannot read {opening!r}"
+
+
+def parse_tokens(tokens: list[Token], text: str, origin: Origin = TEXT_START) -> exp.Expression:
+    """Parse the tokens of one statement of ``text`` (offsets in ``text``)."""
+    parser = DuckDB().parser(error_message_context=len(text) + 1)
+    try:
+        with quiet():
+            trees = parser.parse(tokens, text)
+    except ParseError as error:
+        raise parse_error(error, text, origin, tokens) from error
+    except SqlglotError as error:  # anything else sqlglot refuses while parsing
+        start = tokens[0].start if tokens else 0
+        where = origin.advance(text, start)
+        raise SqlError(f"cannot parse SQL at {where}: {_plain(str(error))}") from error
+    trees = [t for t in trees if t is not None]
+    if len(trees) != 1:
+        where = origin.advance(text, tokens[0].start if tokens else 0)
+        raise SqlError(f"cannot parse SQL at {where}: expected one statement, found {len(trees)}")
+    return trees[0]
+
+
+def parse_query(text: str, origin: Origin = TEXT_START) -> exp.Expression:
+    """Parse ``text``, one statement (a view's query), positions relative to ``text``."""
+    tokens = tokenize(text, origin)
+    if not tokens:
+        raise SqlError(f"cannot parse SQL at {origin}: the query is empty")
+    expect_query(tokens, text, origin)
+    tree = parse_tokens(tokens, text, origin)
+    if isinstance(tree, exp.Command):
+        raise SqlError(f"cannot parse SQL at {origin}: {_snippet(tree)}")
+    return tree
+
+
+def expect_query(tokens: list[Token], text: str, origin: Origin = TEXT_START) -> None:
+    """SqlError when a query's first word is a plain name (``SELEC``): no query starts so,
+    and sqlglot would report a later, more confusing position."""
+    if tokens and tokens[0].token_type == TokenType.VAR:
+        where = origin.advance(text, tokens[0].start)
+        raise SqlError(
+            f"cannot parse SQL at {where}: expected a query (SELECT, WITH, FROM…), "
+            f"found {tokens[0].text!r}"
+        )
+
+
+def parse_error(
+    error: ParseError, text: str, origin: Origin, tokens: list[Token] | None = None
+) -> SqlError:
+    """An SqlError for sqlglot's ``error``: its description and the position of the
+    offending token in script coordinates, without terminal escape codes."""
+    entries = getattr(error, "errors", None) or []
+    if not entries:
+        start = tokens[0].start if tokens else 0
+        return SqlError(f"cannot parse SQL at {origin.advance(text, start)}: {_plain(str(error))}")
+    entry = entries[0]
+    context = entry.get("start_context")
+    if context is not None and len(context) <= len(text):
+        # With the whole text as context, the context before the token is all that precedes it.
+        offset = len(context)
+    else:
+        offset = _offset_of(text, entry.get("line") or 1, entry.get("col") or 1)
+    where = origin.advance(text, offset)
+    description = _plain(entry.get("description") or str(error))
+    highlight = _plain(entry.get("highlight") or "")
+    near = f" (near {highlight!r})" if highlight else ""
+    return SqlError(f"cannot parse SQL at {where}: {description}{near}")
+
+
+def _failed_token_start(tokenizer: object, message: str) -> int:
+    """Where the token the tokenizer could not finish starts (its state, else its message)."""
+    state = getattr(tokenizer, "_core", tokenizer)
+    start = getattr(state, "_start", None)
+    if isinstance(start, int):
+        return start
+    found = re.search(r"from \d+:(\d+)", message)
+    return int(found[1]) if found else 0
+
+
+def _offset_of(text: str, line: int, column: int) -> int:
+    lines = text.split("\n")
+    return sum(len(x) + 1 for x in lines[: line - 1]) + max(column - 1, 0)
+
+
+def _plain(message: str) -> str:
+    """``message`` without ANSI escape sequences (sqlglot underlines with them)."""
+    out: list[str] = []
+    i = 0
+    while i < len(message):
+        if message[i] == "\x1b":
+            j = i + 1
+            if j < len(message) and message[j] == "[":
+                j += 1
+                while j < len(message) and not message[j].isalpha():
+                    j += 1
+            i = j + 1
+            continue
+        out.append(message[i])
+        i += 1
+    return "".join(out)
+
+
+def _snippet(tree: exp.Expression) -> str:
+    text = tree.sql(dialect="duckdb")
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+__all__ = ["Locator", "Origin", "parse_error", "parse_query", "parse_tokens", "quiet", "tokenize"]

@@ -1,0 +1,92 @@
+"""Turn a SELECT statement into a logical plan (``ivm.plan``).
+
+sqlglot's optimizer rules (``ivm.sql_frontend.rules``: ``qualify``…) do the
+name work first. The planner then walks the resolved AST, one module per
+part of a query:
+
+* ``unsupported``: constructs the engine cannot maintain, refused up front;
+* ``queries``: SELECT or UNION [ALL], and conforming columns to a target;
+* ``ctes``: WITH, planned inline;
+* ``select``: FROM → WHERE → aggregation → HAVING → SELECT list → DISTINCT;
+* ``from_clause``: each source renamed ``alias.column``; joins of any number
+  of sources become one ``Join`` (a delta query later);
+* ``grouping`` and ``aggregate_calls``: GROUP BY as Project (keys, inputs) →
+  Aggregate, each call checked against the aggregate-function registry;
+* ``naming``: view column names as DuckDB gives them, column references.
+
+DuckDB types every node: the planner renders the node's plain SQL and asks
+the ``describe`` callback for its schema. Anything outside the supported
+subset raises ``UnsupportedSQL`` naming the construct and where it is, in the
+script the user passed (``origin`` says where the query's text starts there).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from sqlglot import exp
+
+from ivm.plan.node import Plan
+from ivm.schema import Column, Schema
+from ivm.sql_frontend.parsing import parse_query, quiet
+from ivm.sql_frontend.planner.context import Context, Describe
+from ivm.sql_frontend.planner.naming import materialized_type, unique_names
+from ivm.sql_frontend.planner.queries import conform, plan_node
+from ivm.sql_frontend.planner.resolve import resolve
+from ivm.sql_frontend.planner.unsupported import reject_unsupported
+from ivm.sql_frontend.positions import TEXT_START, Locator, Origin
+
+
+def plan_query(
+    sql: str,
+    relations: Mapping[str, Schema],
+    describe: Describe,
+    *,
+    origin: Origin = TEXT_START,
+) -> Plan:
+    """Plan one SELECT (or set operation) over ``relations`` (base tables and views).
+
+    ``origin``: where ``sql`` starts in the script the user passed (``CreateView.origin``),
+    so error positions are the script's; by default they are ``sql``'s own.
+    """
+    with quiet():
+        tree = parse_query(sql, origin)
+        return plan_expression(tree, relations, describe, sql, origin=origin)
+
+
+def plan_expression(
+    tree: exp.Expression,
+    relations: Mapping[str, Schema],
+    describe: Describe,
+    sql: str | None = None,
+    *,
+    origin: Origin = TEXT_START,
+) -> Plan:
+    """Plan a parsed query; ``sql`` is the text it was parsed from (starting at ``origin``
+    in the user's script), which names the columns as DuckDB does (sqlglot's regenerated
+    text would rename ``substr(x, 1)`` to ``substring(x, 1)``) and locates errors."""
+    locator = Locator(sql, origin)
+    with quiet():
+        reject_unsupported(tree, locator)
+        qualified = resolve(tree, relations, locator)
+        ctx = Context(relations, describe, locator, tree, plan_node)
+        plan = ctx.query(qualified, {})
+        # The view's columns are named and typed exactly as DuckDB names and types the query.
+        target = describe(sql if sql is not None else tree.sql(dialect="duckdb"))
+        names = unique_names(target.names)
+        columns = tuple(
+            Column(n, materialized_type(c.type))
+            for n, c in zip(names, target.columns, strict=True)
+        )
+        return conform(ctx, plan, Schema(columns))
+
+
+__all__ = [
+    "Describe",
+    "Origin",
+    "materialized_type",
+    "plan_expression",
+    "plan_query",
+    "reject_unsupported",
+    "unique_names",
+]

@@ -1,0 +1,66 @@
+"""Resolve names: run the optimizer rules (``qualify``…) over the parsed query.
+
+sqlglot reports a name it cannot resolve as an ``OptimizeError`` whose text
+ends with the line and *end* column of the offending identifier; this module
+finds that identifier again and reports it from its first character, in the
+user's script.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from sqlglot import exp
+from sqlglot.errors import OptimizeError, SqlglotError
+
+from ivm.errors import SqlError
+from ivm.schema import Schema
+from ivm.sql_frontend.positions import Locator
+from ivm.sql_frontend.rules import apply_rules
+
+_POSITION = re.compile(r"\.?\s*Line: (\d+), Col: (\d+)\.?\s*$")
+_NAME = re.compile(r"'([^']*)'|: (\w+)$")
+
+
+def resolve(
+    tree: exp.Expression, relations: Mapping[str, Schema], locator: Locator
+) -> exp.Expression:
+    """``tree`` (a parsed query over ``relations``) with every name resolved."""
+    schema = {name: {c.name: c.type for c in s.columns} for name, s in relations.items()}
+    try:
+        return apply_rules(
+            tree,
+            schema=schema,
+            dialect="duckdb",
+            quote_identifiers=False,
+            validate_qualify_columns=True,
+        )
+    except (OptimizeError, SqlglotError) as error:
+        message, node = _located(str(error), tree)
+        raise SqlError(f"cannot resolve {locator.describe(message, node)}") from error
+
+
+def _located(message: str, tree: exp.Expression) -> tuple[str, exp.Expression | None]:
+    """sqlglot's message without its position, and the node it is about."""
+    position = _POSITION.search(message)
+    text = message[: position.start()] if position else message
+    if position:
+        line, column = int(position[1]), int(position[2])
+        for identifier in tree.find_all(exp.Identifier):
+            meta = identifier._meta  # noqa: SLF001 - sqlglot's position record
+            if meta and meta.get("line") == line and meta.get("col") == column:
+                return text, _column_of(identifier)
+    named = _NAME.search(text)
+    name = (named[1] or named[2]) if named else None
+    if name:
+        for identifier in tree.find_all(exp.Identifier):
+            if identifier.name == name:
+                return text, _column_of(identifier)
+    return text, None
+
+
+def _column_of(identifier: exp.Identifier) -> exp.Expression:
+    """The whole column reference (``o.x`` from its first character) an identifier names."""
+    parent = identifier.parent
+    return parent if isinstance(parent, exp.Column) else identifier

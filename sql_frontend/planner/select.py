@@ -1,0 +1,58 @@
+"""One SELECT: FROM → WHERE → GROUP BY / aggregates → HAVING → SELECT list → DISTINCT."""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from ivm.errors import SqlError
+from ivm.operators.distinct import Distinct
+from ivm.operators.filter import Filter
+from ivm.operators.project import Project
+from ivm.plan.node import Plan
+from ivm.sql_frontend.planner.aggregate_calls import calls_in, has_aggregate
+from ivm.sql_frontend.planner.context import Context, Scope
+from ivm.sql_frontend.planner.ctes import with_ctes
+from ivm.sql_frontend.planner.from_clause import plan_from
+from ivm.sql_frontend.planner.grouping import plan_aggregation, sql_text
+from ivm.sql_frontend.planner.naming import rename_columns, unique_names
+
+
+def plan_select(ctx: Context, node: exp.Select, scope: Scope) -> Plan:
+    """Plan one (qualified) SELECT whose CTEs are ``scope`` plus its own."""
+    scope = with_ctes(ctx, node, scope)
+    plan = plan_from(ctx, node, scope)
+    where = node.args.get("where")
+    if where is not None:
+        calls = calls_in(where.this)
+        if calls:
+            raise SqlError(f"{ctx.locator.describe('aggregate in WHERE', calls[0])}: use HAVING")
+        predicate = rename_columns(where.this)
+        plan = ctx.typed(Filter(schema=plan.schema, input=plan, predicate=predicate))
+    outputs = [(e.alias_or_name, rename_columns(e.unalias())) for e in node.expressions]
+    having = node.args.get("having")
+    group = node.args.get("group")
+    if group is not None or having is not None or any(has_aggregate(e) for _, e in outputs):
+        keys = _group_keys(group, outputs)
+        having_expr = rename_columns(having.this) if having is not None else None
+        plan, outputs, having_expr = plan_aggregation(ctx, plan, keys, outputs, having_expr)
+        if having_expr is not None:
+            plan = ctx.typed(Filter(schema=plan.schema, input=plan, predicate=having_expr))
+    names = unique_names([name for name, _ in outputs])
+    exprs = tuple((name, e) for name, (_, e) in zip(names, outputs, strict=True))
+    plan = ctx.typed(Project(schema=plan.schema, input=plan, exprs=exprs))
+    if node.args.get("distinct") is not None:
+        plan = ctx.typed(Distinct(schema=plan.schema, input=plan))
+    return plan
+
+
+def _group_keys(
+    group: exp.Group | None, outputs: list[tuple[str, exp.Expression]]
+) -> list[exp.Expression]:
+    """The distinct GROUP BY expressions (renamed); GROUP BY ALL: every SELECT expression
+    without an aggregate, as DuckDB does."""
+    if group is not None and group.args.get("all"):
+        keys = [e for _, e in outputs if not has_aggregate(e)]
+    else:
+        keys = [rename_columns(k) for k in (group.expressions if group else [])]
+    # GROUP BY a, a groups by a once.
+    return list({sql_text(k): k for k in keys}.values())

@@ -1,0 +1,114 @@
+"""Refuse, before planning, every construct the engine cannot maintain.
+
+Each refusal is an ``UnsupportedSQL`` naming the construct and pointing at its
+first character in the user's text (``SqlError`` where the SQL is wrong, not
+merely unsupported: a nested aggregate).
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from ivm.errors import UnsupportedSQL
+from ivm.sql_frontend.planner.aggregate_calls import check_not_nested, is_call, take_apart
+from ivm.sql_frontend.positions import Locator
+
+UNSUPPORTED_NODES: dict[type[exp.Expression], str] = {
+    exp.Window: "window function",
+    exp.Limit: "LIMIT",
+    exp.Offset: "OFFSET",
+    exp.Fetch: "FETCH",
+    exp.Qualify: "QUALIFY",
+    exp.Lateral: "LATERAL",
+    exp.Unnest: "UNNEST",
+    exp.Pivot: "PIVOT",
+    exp.Intersect: "INTERSECT",
+    exp.Except: "EXCEPT",
+    exp.Values: "VALUES",
+    exp.Rollup: "ROLLUP",
+    exp.Cube: "CUBE",
+    exp.GroupingSets: "GROUPING SETS",
+}
+"""Constructs refused wherever they appear."""
+
+VOLATILE: tuple[type[exp.Expression], ...] = (
+    exp.Rand,
+    exp.CurrentDate,
+    exp.CurrentTime,
+    exp.CurrentTimestamp,
+    exp.CurrentDatetime,
+    exp.Uuid,
+)
+VOLATILE_NAMES = frozenset({"random", "now", "gen_random_uuid", "uuid", "setseed", "nextval"})
+"""Functions whose value changes between calls (sqlglot classes, and names it does not know)."""
+
+
+def reject_unsupported(tree: exp.Expression, locator: Locator) -> None:
+    """Raise UnsupportedSQL for the first construct the engine cannot maintain."""
+    for node in tree.walk():
+        for kind, name in UNSUPPORTED_NODES.items():
+            if isinstance(node, kind):
+                raise UnsupportedSQL(f"{locator.describe(name, node)} is not supported")
+        if isinstance(node, exp.Union) and node.args.get("by_name"):
+            raise UnsupportedSQL(
+                f"{locator.describe('UNION BY NAME', node)} is not supported: list the columns"
+            )
+        if isinstance(node, exp.With) and node.args.get("recursive"):
+            raise UnsupportedSQL(f"{locator.describe('WITH RECURSIVE', node)} is not supported yet")
+        if isinstance(node, exp.Join):
+            _check_join(node, locator)
+        if isinstance(node, exp.Table):
+            _check_table(node, locator)
+        distinct = node.args.get("distinct") if isinstance(node, exp.Select) else None
+        if isinstance(distinct, exp.Distinct) and distinct.args.get("on") is not None:
+            raise UnsupportedSQL(f"{locator.describe('DISTINCT ON', distinct)} is not supported")
+        if is_call(node):
+            take_apart(node, locator)
+            check_not_nested(node, locator)
+        if isinstance(node, VOLATILE) or (
+            isinstance(node, exp.Anonymous) and node.name.lower() in VOLATILE_NAMES
+        ):
+            raise UnsupportedSQL(
+                f"{locator.describe('non-deterministic function', node)} is not supported: "
+                "its value would differ between maintenance and recomputation"
+            )
+        if isinstance(node, exp.Exists) or (
+            isinstance(node, exp.Query) and not isinstance(node.parent, exp.Exists)
+            and in_expression(node)
+        ):
+            raise UnsupportedSQL(
+                f"{locator.describe('subquery in an expression', node)} is not supported"
+            )
+
+
+def _check_join(join: exp.Join, locator: Locator) -> None:
+    method = (join.args.get("method") or "").upper()
+    side = (join.args.get("side") or "").upper()
+    kind = (join.args.get("kind") or "").upper()
+    if method:
+        raise UnsupportedSQL(f"{locator.describe(method + ' JOIN', join)} is not supported yet")
+    if side:
+        raise UnsupportedSQL(f"{locator.describe(side + ' JOIN', join)} is not supported yet")
+    if kind not in ("", "INNER", "CROSS"):
+        raise UnsupportedSQL(f"{locator.describe(kind + ' JOIN', join)} is not supported")
+
+
+def _check_table(table: exp.Table, locator: Locator) -> None:
+    version = table.args.get("version")
+    if version is not None:
+        raise UnsupportedSQL(
+            f"{locator.describe('FOR SYSTEM_TIME AS OF', version)} is not supported yet"
+        )
+    if not isinstance(table.this, exp.Identifier):
+        raise UnsupportedSQL(f"{locator.describe('table function', table.this)} is not supported")
+
+
+def in_expression(node: exp.Expression) -> bool:
+    """True when a query sits inside a scalar expression rather than in FROM/JOIN/WITH or a
+    set operation."""
+    parent = node.parent
+    if parent is None:
+        return False
+    if isinstance(node, exp.Subquery):
+        return not isinstance(parent, (exp.From, exp.Join, exp.SetOperation, exp.Subquery))
+    return not isinstance(parent, (exp.Subquery, exp.CTE, exp.SetOperation, exp.With))

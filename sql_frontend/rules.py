@@ -1,0 +1,42 @@
+"""The sqlglot optimizer rules the planner runs before it reads a query, in order.
+
+As in sqlglot's own ``optimizer.optimize``: one tuple lists the rules, and each
+rule gets only the keyword arguments its signature names, so a rule is added
+by listing it (``unnest_subqueries``, ``simplify``… later).
+
+* ``qualify`` expands ``*``, resolves every column to its source, turns
+  ``USING`` into ``ON`` and expands positional and alias references in GROUP BY.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sqlglot import exp
+from sqlglot.optimizer.qualify import qualify
+from sqlglot.schema import ensure_schema
+
+Rule = Callable[..., exp.Expression]
+
+RULES: tuple[Rule, ...] = (qualify,)
+"""The rules, applied in this order."""
+
+
+def apply_rules(
+    expression: exp.Expression, rules: Sequence[Rule] = RULES, **options: Any
+) -> exp.Expression:
+    """``expression`` rewritten by each rule in turn (on a copy; the input is kept).
+
+    ``options`` (``schema``, ``dialect``, ``quote_identifiers``,
+    ``validate_qualify_columns``…) go to each rule that names them; a ``schema``
+    given as a mapping is made a sqlglot schema once, for all rules.
+    """
+    if "schema" in options:
+        options["schema"] = ensure_schema(options["schema"], dialect=options.get("dialect"))
+    expression = expression.copy()
+    for rule in rules:
+        accepted = inspect.signature(rule).parameters
+        expression = rule(expression, **{k: v for k, v in options.items() if k in accepted})
+    return expression
