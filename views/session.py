@@ -10,15 +10,15 @@ back.
 Base tables and views are also DuckDB views under their own names (each live
 row repeated by its weight), so ``sql()`` reads them as ordinary relations.
 
-DDL (``views.ddl``) and the state of views (``views.view_state``: building,
-dropping, checking manifests) are mixed in from their own modules; the Spark
-session (``views.spark``) overrides where state lives.
+DDL (``views.ddl``), ingest (``views.ingest``) and the state of views
+(``views.view_state``: building, dropping, checking manifests) are mixed in
+from their own modules; the Spark session (``views.spark``) overrides where
+state lives and how epochs run.
 """
 
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -32,24 +32,20 @@ from sqlglot.errors import SqlglotError
 
 from ivm.circuit.circuit import Circuit
 from ivm.circuit.incrementalize import incrementalize
-from ivm.errors import ExecutionError, IvmError, SchemaError, SqlError, StateError
-from ivm.execution.constraints import check_change, upsert_sql
-from ivm.execution.embedded import EpochRunner, describe, run_sql
+from ivm.errors import ExecutionError, IvmError, SqlError, StateError
+from ivm.execution.embedded import describe, run_sql
 from ivm.passes import optimize
 from ivm.plan.node import Plan
-from ivm.plan.sql import W, column_list, consolidate_sql
 from ivm.schema import Schema, TableSchema, quote
 from ivm.sql_frontend.planner import plan_query
 from ivm.sql_frontend.statements import CreateTable, CreateView, parse_script
 from ivm.storage.catalog import Catalog, CatalogError
 from ivm.storage.manifest import Manifest
 from ivm.storage.naming import TableNames
-from ivm.storage.results import fetch_first
 from ivm.storage.traces import Compactor
-from ivm.views.batches import normalize_batch
 from ivm.views.ddl import Ddl
 from ivm.views.definitions import TableInfo, ViewDef, ViewInfo, table_info, view_info
-from ivm.views.diagnose import explain_failure
+from ivm.views.ingest import Ingest
 from ivm.views.state_file import claim, open_state, release
 from ivm.views.table_codec import table_from_json
 from ivm.views.transaction import Transaction
@@ -84,7 +80,7 @@ def connect(path: str | os.PathLike[str] | None = None, **options: Any) -> Sessi
     return Session(path, policy)
 
 
-class Session(Ddl, ViewState):
+class Session(Ddl, Ingest, ViewState):
     """An ivm database: tables, views, and the epoch they are at."""
 
     def __init__(
@@ -274,119 +270,6 @@ class Session(Ddl, ViewState):
     def _arrow_schema(self, schema: Schema) -> pa.Schema:
         columns = ", ".join(f"CAST(NULL AS {c.type}) AS {quote(c.name)}" for c in schema.columns)
         return self.con.sql(f"SELECT {columns} WHERE false").to_arrow_table().schema
-
-    # -- ingest ------------------------------------------------------------------------------
-
-    def _prepared(self, table: str | Mapping[str, Any], batch: Any, mode: str) -> dict[str, Any]:
-        """The batches of one ``ingest`` call by table (stored spelling), each prepared."""
-        self._check_open()
-        if mode not in ("insert", "upsert"):
-            raise IvmError(f"unknown ingest mode {mode!r}: use 'insert' or 'upsert'")
-        batches = dict(table) if isinstance(table, Mapping) else {table: batch}
-        prepared = {}
-        for name, rows in batches.items():
-            stored = self._ingestible(name)
-            if mode == "upsert" and not self._tables[stored].primary_key:
-                raise SchemaError(
-                    f"table {stored!r} has no PRIMARY KEY: mode='upsert' replaces the row with "
-                    "the same key, so it needs one (insert and delete rows instead)"
-                )
-            prepared[stored] = self._prepare(stored, rows)
-        if len(prepared) != len(batches):
-            raise SchemaError("a table appears twice in one ingest (names ignore case)")
-        return prepared
-
-    def _ingestible(self, name: str) -> str:
-        stored = self._resolve(name)
-        if stored in self._views:
-            raise SchemaError(f"{stored!r} is a view: ingest changes into its base tables")
-        if stored not in self._tables:
-            raise SchemaError(f"no table named {stored!r}")
-        return stored
-
-    def _prepare(self, name: str, batch: Any) -> Any:
-        """One table's batch made ready to apply (here: a normalized Arrow Z-set)."""
-        return normalize_batch(batch, self._tables[name], self.arrow_schemas[name])
-
-    def _apply(self, batches: dict[str, pa.Table], upsert: bool) -> dict[str, str]:
-        """Validate and apply every change inside the open transaction; returns the
-        scratch tables holding each changed view's consolidated change."""
-        changes: dict[str, str] = {}
-        commits: list[tuple[str, str]] = []  # (trace table, query of rows to append)
-        for name, batch in batches.items():
-            table = self._tables[name]
-            trace = self.names.relation_trace(name)
-            change = self.names.change(name)
-            registered = f"__ivm_batch_{len(changes)}"
-            self.con.register(registered, batch)
-            try:
-                source = consolidate_sql(f"SELECT * FROM {registered}", table.schema.names)
-                if upsert and table.primary_key:
-                    source = upsert_sql(table, source, trace)
-                self.con.execute(f"CREATE OR REPLACE TEMP TABLE {change} AS {source}").fetchall()
-            finally:
-                self.con.unregister(registered)
-            check_change(self.con, table, f"SELECT * FROM {change}", trace)
-            changes[name] = f"SELECT * FROM {change}"
-            commits.append((trace, f"SELECT * FROM {change}"))
-        runner = EpochRunner(self.con, self.names, changes)
-        changed_views: dict[str, str] = {}
-        for view in self._views.values():
-            if not view.sources & set(changes):
-                continue
-            scratch = self.names.change(view.name)
-            try:
-                delta = runner.run(view.circuit)
-                if delta is None:
-                    continue
-                run_sql(
-                    self.con,
-                    f"CREATE OR REPLACE TEMP TABLE {scratch} AS "
-                    f"{consolidate_sql(delta, view.schema.names)}",
-                )
-            except ExecutionError as error:
-                raise explain_failure(
-                    self.con, view.name, view.circuit, runner.change, error
-                ) from error
-            changes[view.name] = f"SELECT * FROM {scratch}"
-            changed_views[view.name] = scratch
-            commits.append((self.names.relation_trace(view.name), f"SELECT * FROM {scratch}"))
-        for table, rows in runner.commits + commits:
-            self._append(table, rows)
-        return changed_views
-
-    def _append(self, table: str, rows: str) -> None:
-        """Append ``rows`` to the trace ``table`` and record how many for compaction."""
-        try:
-            count = fetch_first(self.con, f"INSERT INTO {table} {rows}")
-        except duckdb.Error as error:
-            raise ExecutionError(f"appending to state failed: {error}") from error
-        self.compactor.appended(table, int(count[0]) if count else 0)
-
-    def _fetch_change(self, view: str, changed: dict[str, str]) -> pa.Table:
-        if view in changed:
-            return self.con.sql(f"SELECT * FROM {changed[view]}").to_arrow_table()
-        if view not in self._no_change:
-            names = self._views[view].schema.names
-            trace = self.names.relation_trace(view)
-            self._no_change[view] = self.con.sql(
-                f"SELECT {column_list(names)}, {W} FROM {trace} LIMIT 0"
-            ).to_arrow_table()
-        return self._no_change[view]
-
-    def _compact(self) -> None:
-        keys: dict[str, tuple[str, ...]] = {}
-        for table in self._tables.values():
-            keys[self.names.relation_trace(table.name)] = table.primary_key
-        for view in self._views.values():
-            for op, spec in view.circuit.traces():
-                keys[self.names.operator_trace(view.name, op.fingerprint, spec.role)] = spec.key
-        # Compaction changes no contents, and the epoch is already committed: a failure
-        # here must not turn a successful ingest into an error. It is retried later.
-        try:
-            self.compactor.compact_due(self.con, keys)
-        except duckdb.Error as error:
-            warnings.warn(f"ivm: trace compaction failed, will retry: {error}", stacklevel=3)
 
     # -- transactions ------------------------------------------------------------------------
 

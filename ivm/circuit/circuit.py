@@ -67,7 +67,8 @@ class Circuit:
 
     def rewrite(self, step: Callable[[Operator], Operator]) -> Circuit:
         """A new circuit: ``step`` applied to every operator, inputs first, each given
-        the operator already rebuilt over its rewritten inputs."""
+        the operator already rebuilt over its rewritten inputs (this circuit itself when
+        nothing changed)."""
         done: dict[str, Operator] = {}
         for op in self.operators:
             inputs = tuple(done[i.fingerprint] for i in op.inputs)
@@ -75,7 +76,8 @@ class Circuit:
                 op.with_inputs(inputs)
             )
             done[op.fingerprint] = step(rebuilt)
-        return Circuit.of(self.view, done[self.output.fingerprint])
+        output = done[self.output.fingerprint]
+        return self if output is self.output else Circuit.of(self.view, output)
 
     def explain(self) -> str:
         """The circuit as an indented tree, output at the top."""

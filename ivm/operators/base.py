@@ -134,10 +134,11 @@ class Operator:
 
     def output_key(self) -> tuple[str, ...] | None:
         """Output columns holding the values of the first input's partition key (so equal
-        output rows share a partition), or None. By default the key's own columns, when
-        the output keeps them (a join, GROUP BY, DISTINCT)."""
+        output rows share a partition; ``()`` when the operator runs in one place), or
+        None. By default the key's own columns, when the output keeps them (a join, GROUP
+        BY, DISTINCT)."""
         keys = self.input_keys()
-        if not keys or not keys[0]:
+        if not keys or keys[0] is None:
             return None
         return keys[0] if all(k in self.schema.names for k in keys[0]) else None
 

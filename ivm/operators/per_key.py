@@ -67,7 +67,7 @@ class PerKey(Operator):
         return (self.keys,)
 
     def output_key(self) -> tuple[str, ...] | None:
-        return self.output_keys or None
+        return self.output_keys
 
     # -- computation -------------------------------------------------------------------------
 

@@ -35,10 +35,11 @@ def binary_joins(circuit: Circuit, partitioned: bool = False) -> Circuit:
     (only when ``partitioned``: the rewrite serves partitioned execution)."""
     if not partitioned:
         return circuit
-    return circuit.rewrite(_rewrite)
+    return circuit.rewrite(_merge_filter).rewrite(_split_wide)
 
 
-def _rewrite(op: Operator) -> Operator:
+def _merge_filter(op: Operator) -> Operator:
+    """A filter right above a join, as the join's condition."""
     if isinstance(op.node, Filter) and isinstance(op.inputs[0], DeltaJoin):
         join = op.inputs[0].join
         merged = Join(
@@ -46,10 +47,12 @@ def _rewrite(op: Operator) -> Operator:
             relations=join.relations,
             condition=_and(conjuncts(join.condition) + conjuncts(op.node.predicate)),
         )
-        op = DeltaJoin(merged, op.inputs[0].inputs)
-    if isinstance(op, DeltaJoin) and len(op.inputs) > 2:
-        return _split(op)
+        return DeltaJoin(merged, op.inputs[0].inputs)
     return op
+
+
+def _split_wide(op: Operator) -> Operator:
+    return _split(op) if isinstance(op, DeltaJoin) and len(op.inputs) > 2 else op
 
 
 def _columns(expression: exp.Expression) -> set[str]:

@@ -1,8 +1,9 @@
-"""ivm.binary_joins: n-way joins become left-deep binary joins with the same meaning.
+"""ivm.passes.binary_joins: n-way joins become left-deep binary joins with the same meaning.
 
-Plans come from the real planner over DuckDB tables; the rewritten plan and the
-original are both rendered as plain SQL and run in DuckDB over random small tables
-(NULLs, duplicates), and must give the same bag of rows.
+Plans come from the real planner over DuckDB tables; the pass rewrites their
+circuits, and the rewritten circuit's plan and the original plan are both
+rendered as plain SQL and run in DuckDB over random small tables (NULLs,
+duplicates), and must give the same bag of rows.
 """
 
 from __future__ import annotations
@@ -14,14 +15,26 @@ from collections.abc import Iterator
 import duckdb
 import pytest
 
-from ivm.circuit.circuit import DeltaJoin
+from ivm.circuit.circuit import Circuit
 from ivm.circuit.incrementalize import incrementalize
 from ivm.execution.embedded import describe
+from ivm.operators.join import DeltaJoin, Join
+from ivm.operators.project import Project
 from ivm.passes.binary_joins import binary_joins
-from ivm.plan.nodes import Join, Plan, Project
-from ivm.plan.sql import plain_sql
+from ivm.plan.node import Plan, plain_sql
 from ivm.schema import Schema
 from ivm.sql_frontend.planner import plan_query
+
+_TYPING = duckdb.connect()
+
+
+def circuit_of(plan: Plan) -> Circuit:
+    return incrementalize(plan, "v", lambda sql: describe(_TYPING, sql))
+
+
+def rewrite(plan: Plan) -> Plan:
+    """The plan of ``plan``'s circuit after the pass (as a partitioned executor runs it)."""
+    return binary_joins(circuit_of(plan), partitioned=True).output.node
 
 TABLES = {
     "a": "k INTEGER, v INTEGER",
@@ -134,7 +147,7 @@ def bag(con: duckdb.DuckDBPyConnection, sql: str) -> Counter:
 @pytest.mark.parametrize("name", sorted(QUERIES))
 def test_every_join_becomes_binary(con: duckdb.DuckDBPyConnection, name: str) -> None:
     plan = plan_of(con, QUERIES[name])
-    rewritten = binary_joins(plan)
+    rewritten = rewrite(plan)
     assert joins(rewritten), "the corpus query has a join"
     for join in joins(rewritten):
         assert len(join.relations) == 2
@@ -148,11 +161,11 @@ def wide_joins(plan: Plan) -> list[Join]:
 @pytest.mark.parametrize("name", sorted(QUERIES))
 def test_output_schema_is_unchanged(con: duckdb.DuckDBPyConnection, name: str) -> None:
     plan = plan_of(con, QUERIES[name])
-    rewritten = binary_joins(plan)
+    rewritten = rewrite(plan)
     assert rewritten.schema == plan.schema
     # each n-way join's replacement alone keeps its columns in order, too
     for join in wide_joins(plan):
-        replacement = binary_joins(join)
+        replacement = rewrite(join)
         assert replacement.schema == join.schema
         assert describe(con, plain_sql(replacement)) == describe(con, plain_sql(join))
     # and DuckDB agrees on names, order and types of the rendered SQL
@@ -165,8 +178,8 @@ def test_rewritten_plan_computes_the_same_rows(
 ) -> None:
     plan = plan_of(con, QUERIES[name])
     # the whole query, and each n-way join on its own (tuples compare column by column)
-    pairs = [(plain_sql(plan), plain_sql(binary_joins(plan)))]
-    pairs += [(plain_sql(j), plain_sql(binary_joins(j))) for j in wide_joins(plan)]
+    pairs = [(plain_sql(plan), plain_sql(rewrite(plan)))]
+    pairs += [(plain_sql(j), plain_sql(rewrite(j))) for j in wide_joins(plan)]
     nonempty = 0
     for seed, data in zip(SEEDS, datasets, strict=True):
         for original, rewritten in pairs:
@@ -179,12 +192,12 @@ def test_rewritten_plan_computes_the_same_rows(
 def test_star_join_gives_binary_joins_each_with_an_equi_key(
     con: duckdb.DuckDBPyConnection,
 ) -> None:
-    circuit = incrementalize(binary_joins(plan_of(con, STAR)), "v")
+    circuit = binary_joins(circuit_of(plan_of(con, STAR)), partitioned=True)
     delta_joins = [op for op in circuit.operators if isinstance(op, DeltaJoin)]
     assert len(delta_joins) == 2
     found = []
     for op in delta_joins:
-        keys = op.equi_keys()
+        keys = op.join.equi_keys()
         assert len(keys) == 1
         left, right = (set(r.schema.names) for r in op.node.relations)
         ((a, b),) = keys
@@ -197,14 +210,14 @@ def test_without_the_rewrite_the_star_join_has_no_binary_key(
     con: duckdb.DuckDBPyConnection,
 ) -> None:
     # the reason for the pass: one 3-way delta join, whose equalities name three inputs
-    circuit = incrementalize(plan_of(con, STAR), "v")
+    circuit = circuit_of(plan_of(con, STAR))
     (op,) = [op for op in circuit.operators if isinstance(op, DeltaJoin)]
     assert len(op.node.relations) == 3
 
 
 def test_next_relation_is_one_connected_by_an_equality(con: duckdb.DuckDBPyConnection) -> None:
     # b is joined ON true, c is connected to a: the order is a, c, then b (a cross product)
-    rewritten = binary_joins(plan_of(con, QUERIES["reordered"]))
+    rewritten = rewrite(plan_of(con, QUERIES["reordered"]))
     inner = min(joins(rewritten), key=lambda j: len(j.schema))
     names = [r.schema.names for r in inner.relations]
     assert names == [["a.k", "a.v"], ["c.k", "c.v"]]
@@ -216,24 +229,25 @@ def test_equalities_inside_a_multi_conjunct_on_clause_choose_the_order(
     con: duckdb.DuckDBPyConnection,
 ) -> None:
     # c.k = a.k connects c to a; the documented order is a, c, then b (joined on c.v = b.v)
-    rewritten = binary_joins(plan_of(con, QUERIES["reordered_multi_conjunct"]))
-    circuit = incrementalize(rewritten, "v")
+    circuit = binary_joins(
+        circuit_of(plan_of(con, QUERIES["reordered_multi_conjunct"])), partitioned=True
+    )
     delta_joins = [op for op in circuit.operators if isinstance(op, DeltaJoin)]
     assert len(delta_joins) == 2
-    assert all(op.equi_keys() for op in delta_joins)
+    assert all(op.join.equi_keys() for op in delta_joins)
 
 
 def test_where_equalities_give_equi_keys(con: duckdb.DuckDBPyConnection) -> None:
-    circuit = incrementalize(binary_joins(plan_of(con, QUERIES["where_equalities"])), "v")
+    circuit = binary_joins(circuit_of(plan_of(con, QUERIES["where_equalities"])), partitioned=True)
     delta_joins = [op for op in circuit.operators if isinstance(op, DeltaJoin)]
     assert delta_joins
-    assert all(op.equi_keys() for op in delta_joins)
+    assert all(op.join.equi_keys() for op in delta_joins)
 
 
 def test_non_equi_conjunct_is_placed_where_its_columns_meet(
     con: duckdb.DuckDBPyConnection,
 ) -> None:
-    rewritten = binary_joins(plan_of(con, QUERIES["non_equi_over_three"]))
+    rewritten = rewrite(plan_of(con, QUERIES["non_equi_over_three"]))
     inner, outer = sorted(joins(rewritten), key=lambda j: len(j.schema))
     assert inner.condition is not None and outer.condition is not None
     assert inner.condition.sql() == '"a.k" = "b.k"'
@@ -242,12 +256,12 @@ def test_non_equi_conjunct_is_placed_where_its_columns_meet(
 
 
 def test_cross_join_keeps_no_condition(con: duckdb.DuckDBPyConnection) -> None:
-    rewritten = binary_joins(plan_of(con, QUERIES["comma_cross"]))
+    rewritten = rewrite(plan_of(con, QUERIES["comma_cross"]))
     assert [j.condition for j in joins(rewritten)] == [None, None]
 
 
 def test_four_way_join_is_left_deep(con: duckdb.DuckDBPyConnection) -> None:
-    rewritten = binary_joins(plan_of(con, QUERIES["four_way"]))
+    rewritten = rewrite(plan_of(con, QUERIES["four_way"]))
     found = joins(rewritten)
     assert len(found) == 3
     for join in found:
@@ -258,7 +272,7 @@ def test_four_way_join_is_left_deep(con: duckdb.DuckDBPyConnection) -> None:
 
 def test_shared_subplan_stays_one_node(con: duckdb.DuckDBPyConnection) -> None:
     plan = plan_of(con, QUERIES["cte_twice"])
-    rewritten = binary_joins(plan)
+    rewritten = rewrite(plan)
     # the CTE's 3-way join became two binary joins, once; the outer 3-way join two more
     assert len(joins(plan)) == 2
     assert len(joins(rewritten)) == 4
@@ -270,10 +284,14 @@ def test_shared_subplan_stays_one_node(con: duckdb.DuckDBPyConnection) -> None:
     assert len(uses) == 2
     assert uses[0].input is uses[1].input
     # both uses read one operator in the circuit too
-    circuit = incrementalize(rewritten, "v")
+    circuit = binary_joins(circuit_of(plan), partitioned=True)
     assert len([op for op in circuit.operators if isinstance(op, DeltaJoin)]) == 4
 
 
 def test_plan_without_wide_joins_is_returned_as_is(con: duckdb.DuckDBPyConnection) -> None:
     plan = plan_of(con, "SELECT a.k, SUM(b.v) AS s FROM a JOIN b ON a.k = b.k GROUP BY a.k")
-    assert binary_joins(plan) is plan
+    circuit = circuit_of(plan)
+    assert binary_joins(circuit, partitioned=True) is circuit
+    # and embedded execution keeps n-way joins: the pass does nothing there
+    star = circuit_of(plan_of(con, STAR))
+    assert binary_joins(star) is star

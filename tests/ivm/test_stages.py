@@ -1,4 +1,5 @@
-"""Cutting circuits into Spark stages (ivm/stages.py): keys, fused outputs, carried inputs."""
+"""Cutting circuits into Spark stages (ivm.execution.spark.stages): keys, fused outputs,
+carried inputs, names by fingerprint."""
 
 from __future__ import annotations
 
@@ -28,13 +29,13 @@ def stages_of(sql: str) -> list[Stage]:
         return describe(con, query)
 
     plan = plan_query(sql, relations, typed)
-    return view_stages(incrementalize(binary_joins(plan), "v"))
+    return view_stages(binary_joins(incrementalize(plan, "v", typed), partitioned=True))
 
 
 def test_aggregate_over_join_stores_the_view_in_the_aggregate_stage() -> None:
     stages = stages_of("SELECT c.region, SUM(o.amount) AS s FROM o JOIN c ON o.c = c.id "
                        "GROUP BY c.region")
-    assert [s.kind for s in stages] == ["join", "aggregate"]
+    assert [s.name.split("-")[0] for s in stages] == ["join", "aggregate"]
     join, aggregate = stages
     assert [i.key for i in join.inputs] == [("o.c",), ("c.id",)]
     assert aggregate.contents and not join.contents
@@ -45,20 +46,20 @@ def test_aggregate_over_join_stores_the_view_in_the_aggregate_stage() -> None:
 
 def test_an_output_that_drops_the_key_gets_its_own_stage() -> None:
     stages = stages_of("SELECT o.amount FROM o JOIN c ON o.c = c.id")
-    assert [s.kind for s in stages] == ["join", "output"]
+    assert [s.name.split("-")[0] for s in stages] == ["join", "output"]
     assert stages[-1].inputs[0].key == ("amount",) and stages[-1].contents
 
 
 def test_a_computed_key_is_not_carried() -> None:
     stage = stages_of("SELECT k, COUNT(*) AS n FROM (SELECT c + 1 AS k FROM o) t GROUP BY k")[0]
-    assert stage.kind == "aggregate" and stage.inputs[0].carried is None
+    assert stage.name.startswith("aggregate-") and stage.inputs[0].carried is None
 
 
 def test_global_aggregate_and_cross_join_run_on_one_partition() -> None:
     (aggregate,) = stages_of("SELECT COUNT(*) AS n FROM o")
     assert not aggregate.partitioned and aggregate.contents
     join = stages_of("SELECT o.id, c.region FROM o, c")[0]
-    assert join.kind == "join" and not join.partitioned
+    assert join.name.startswith("join-") and not join.partitioned
 
 
 @pytest.mark.parametrize(

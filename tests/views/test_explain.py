@@ -33,7 +33,7 @@ def db():
 
 
 OPERATOR = re.compile(r"^(?P<indent>\s*)#?\d*\s*(?P<op>[A-Z][A-Za-z]+)\b(?P<rest>.*)$")
-KNOWN = {"Source", "Filter", "Project", "UnionAll", "DeltaJoin", "IncrementalAggregate",
+KNOWN = {"Source", "Filter", "Project", "UnionAll", "DeltaJoin", "InvertibleAggregate", "GroupRecompute",
          "IncrementalDistinct"}
 
 
@@ -58,16 +58,16 @@ def test_join_aggregate_circuit(db):
     ops = operators(text)
     kinds = names(text)
     assert kinds.count("DeltaJoin") == 1
-    assert kinds.count("IncrementalAggregate") == 1
+    assert kinds.count("InvertibleAggregate") == 1
     assert kinds.count("Source") == 2
     assert "IncrementalDistinct" not in kinds
     sources = sorted(re.match(r"\s*(\w+)", rest)[1] for _, op, rest in ops if op == "Source")
     assert sources == ["customers", "orders"]
     depth = {op: d for d, op, _ in reversed(ops)}  # first occurrence wins
     # output at the top: aggregate above the join, join above the sources
-    assert depth["IncrementalAggregate"] < depth["DeltaJoin"] < depth["Source"]
-    assert kinds.index("IncrementalAggregate") < kinds.index("DeltaJoin") < kinds.index("Source")
-    aggregate = next(rest for _, op, rest in ops if op == "IncrementalAggregate")
+    assert depth["InvertibleAggregate"] < depth["DeltaJoin"] < depth["Source"]
+    assert kinds.index("InvertibleAggregate") < kinds.index("DeltaJoin") < kinds.index("Source")
+    aggregate = next(rest for _, op, rest in ops if op == "InvertibleAggregate")
     assert re.search(r"sum", aggregate, re.IGNORECASE)
     assert re.search(r"count", aggregate, re.IGNORECASE)
     join = next(rest for _, op, rest in ops if op == "DeltaJoin")
@@ -80,7 +80,7 @@ def test_filter_circuit_is_stateless(db):
     kinds = names(text)
     assert "Filter" in kinds
     assert kinds[-1] == "Source"
-    assert not {"DeltaJoin", "IncrementalAggregate", "IncrementalDistinct"} & set(kinds)
+    assert not {"DeltaJoin", "InvertibleAggregate", "GroupRecompute", "IncrementalDistinct"} & set(kinds)
     assert "100" in next(rest for _, op, rest in operators(text) if op == "Filter")
     assert re.search(r"Source\s+orders\b", text)
 
@@ -97,14 +97,14 @@ def test_view_over_view_reads_the_view_as_source(db):
     assert re.search(r"Source\s+cities\b", text)
     assert not re.search(r"Source\s+customers\b", text)
     kinds = names(text)
-    assert "IncrementalAggregate" in kinds
+    assert "InvertibleAggregate" in kinds
     assert "IncrementalDistinct" not in kinds
 
 
 def test_global_aggregate_is_marked(db):
     db.execute("CREATE VIEW total AS SELECT SUM(amount) AS s FROM orders")
     aggregate = next(rest for _, op, rest in operators(db.explain("total"))
-                     if op == "IncrementalAggregate")
+                     if op == "InvertibleAggregate")
     assert "global" in aggregate.lower()
 
 

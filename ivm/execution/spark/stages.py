@@ -22,15 +22,11 @@ as traces are: never by position.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Literal
-
 from ivm.circuit.circuit import Circuit
 from ivm.execution.spark.wire import wire_type, wire_types
 from ivm.operators.base import Operator
 from ivm.operators.scan import Scan, Source
 from ivm.schema import Schema, TableSchema
-
-StageKind = Literal["table", "operator", "output"]
 
 STAGE_FINGERPRINT_CHARS = 12
 """Hex digits of an operator's fingerprint in its stage's directory name."""
@@ -77,7 +73,7 @@ class Stage:
     """One stage: its inputs, what it computes, and the change it emits."""
 
     name: str  # directory name, unique within its view
-    kind: StageKind
+    kind: str  # "table", "output", or the kind of the stage's operator ("join", "aggregate"…)
     inputs: tuple[StageInput, ...]
     output: Schema
     circuit: Circuit | None = None  # operator stages: Sources in0.., the operator, then the
@@ -250,7 +246,7 @@ def _key_through(anchor: Operator, chain: list[Operator]) -> tuple[str, ...] | N
     """The output columns carrying the anchor's partition key after ``chain``; None if the
     anchor's output has no such key, or a projection drops one."""
     key = anchor.output_key()
-    if not key:
+    if key is None:
         return None
     names = list(key)
     for op in chain:
@@ -280,7 +276,7 @@ def operator_stage(op: Operator) -> Stage:
     )
     return Stage(
         name=f"{op.kind}-{op.fingerprint[:STAGE_FINGERPRINT_CHARS]}",
-        kind="operator",
+        kind=op.kind,
         inputs=inputs,
         output=op.schema,
         circuit=Circuit.of(f"stage-{op.kind}", local),
