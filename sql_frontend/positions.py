@@ -155,6 +155,15 @@ def function_spellings(node: exp.Expression) -> frozenset[str]:
     return frozenset(names)
 
 
+def _first_token(node: exp.Expression) -> str:
+    """The first token (keyword) of the SQL sqlglot writes for ``node``, upper case."""
+    try:
+        tokens = DuckDB().tokenize(node.sql(dialect="duckdb"))
+    except SqlglotError:
+        tokens = []
+    return tokens[0].text.upper() if tokens else ""
+
+
 def _own_scope(node: exp.Expression) -> Iterator[exp.Expression]:
     """``node`` and its descendants, leaving out queries nested inside it."""
     stack = [node]
@@ -271,8 +280,7 @@ class Locator:
         if isinstance(node, exp.Order) and isinstance(node.this, exp.Expression):
             return self.start(node.this)  # ORDER BY inside a call: starts at the argument
         if isinstance(node, KEYWORD_LED):
-            word = node.sql(dialect="duckdb").split(" ")[0].split("(")[0].upper()
-            return self._anchored(node, _anchor(word, stops=(",",)))
+            return self._anchored(node, _anchor(_first_token(node), stops=(",",)))
         for kind, anchor in ANCHORS.items():
             if isinstance(node, kind):
                 return self._anchored(node, anchor)
@@ -369,8 +377,7 @@ class Locator:
     def _by_spelling(self, node: exp.Expression) -> int | None:
         """A node without any positioned token (``CURRENT_DATE``, ``UNIQUE``): the k-th token
         spelled like it, k its rank among like nodes of the tree."""
-        word = node.sql(dialect="duckdb").split("(")[0].split(" ")[0].upper()
-        spellings = function_spellings(node) if isinstance(node, exp.Func) else {word}
+        spellings = function_spellings(node) if isinstance(node, exp.Func) else {_first_token(node)}
         same = [n for n in node.root().walk(bfs=False) if type(n) is type(node)]
         rank = next((i for i, n in enumerate(same) if n is node), 0)
         found = [t.start for t in self.tokens if self._matches(t, frozenset(spellings))]

@@ -25,9 +25,10 @@ RULES: tuple[Rule, ...] = (qualify,)
 
 
 def apply_rules(
-    expression: exp.Expression, rules: Sequence[Rule] = RULES, **options: Any
+    expression: exp.Expression, rules: Sequence[Rule] | None = None, **options: Any
 ) -> exp.Expression:
-    """``expression`` rewritten by each rule in turn (on a copy; the input is kept).
+    """``expression`` rewritten by each rule of ``rules`` (default: ``RULES``) in turn, on a
+    copy (the input is kept).
 
     ``options`` (``schema``, ``dialect``, ``quote_identifiers``,
     ``validate_qualify_columns``…) go to each rule that names them; a ``schema``
@@ -36,7 +37,7 @@ def apply_rules(
     if "schema" in options:
         options["schema"] = ensure_schema(options["schema"], dialect=options.get("dialect"))
     expression = expression.copy()
-    for rule in rules:
+    for rule in RULES if rules is None else rules:
         accepted = inspect.signature(rule).parameters
         expression = rule(expression, **{k: v for k, v in options.items() if k in accepted})
     return expression

@@ -122,7 +122,13 @@ def has_aggregate(expression: exp.Expression) -> bool:
 
 def check_not_nested(call: exp.Expression, locator: Locator) -> None:
     """SqlError when an aggregate's arguments, ORDER BY or FILTER call an aggregate."""
-    for child in call.iter_expressions():
+    parts: list[exp.Expression] = []
+    inner = call
+    while isinstance(inner, (exp.Filter, exp.WithinGroup)):
+        parts.extend(c for c in inner.iter_expressions() if c is not inner.this)
+        inner = inner.this
+    parts.extend(inner.iter_expressions())
+    for child in parts:
         if has_aggregate(child):
             raise SqlError(
                 f"{locator.describe('nested aggregate', call)}: aggregates cannot be nested"

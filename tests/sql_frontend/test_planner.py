@@ -1,14 +1,13 @@
 """sql_frontend.planner.plan_query: plan node types and shapes for typical queries.
 
-The describe callback runs DuckDB's DESCRIBE on a connection where the tables exist,
-as the session does.
+The ``plan`` fixture (conftest) plans over the fixture tables; its describe callback runs
+DuckDB's DESCRIBE on a connection where the tables exist, as the session does.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
-import duckdb
 import pytest
 
 from ivm.errors import SqlError, UnsupportedSQL
@@ -20,44 +19,6 @@ from ivm.operators.project import Project
 from ivm.operators.scan import Scan
 from ivm.operators.union_all import UnionAll
 from ivm.plan.node import Plan, plain_sql
-from ivm.schema import Column, Schema
-from ivm.sql_frontend.planner import plan_query
-
-TABLES = {
-    "orders": Schema((Column("id", "BIGINT"), Column("customer", "VARCHAR"),
-                      Column("amount", "BIGINT"))),
-    "customers": Schema((Column("name", "VARCHAR"), Column("city", "VARCHAR"))),
-}
-
-
-@pytest.fixture(scope="module")
-def con():
-    connection = duckdb.connect()
-    for name, schema in TABLES.items():
-        columns = ", ".join(f'"{c.name}" {c.type}' for c in schema.columns)
-        connection.execute(f'CREATE TABLE "{name}" ({columns})')
-    connection.execute("""
-        INSERT INTO orders VALUES (1, 'ann', 10), (2, 'ann', 5), (3, 'bob', 7), (4, 'zed', 1);
-        INSERT INTO customers VALUES ('ann', 'oslo'), ('bob', 'oslo'), ('cy', 'rome');
-    """)
-    yield connection
-    connection.close()
-
-
-@pytest.fixture(scope="module")
-def describe(con):
-    def run(sql: str) -> Schema:
-        try:
-            rows = con.execute(f"DESCRIBE {sql}").fetchall()
-        except duckdb.Error as error:
-            raise SqlError(str(error)) from error
-        return Schema(tuple(Column(r[0], r[1]) for r in rows))
-
-    return run
-
-
-def plan(sql: str, describe) -> Plan:
-    return plan_query(sql, TABLES, describe)
 
 
 def nodes(root: Plan, kind: type) -> list:
@@ -75,8 +36,8 @@ JOIN_AGGREGATE = """
 """
 
 
-def test_join_aggregate_plan_shape(describe):
-    root = plan(JOIN_AGGREGATE, describe)
+def test_join_aggregate_plan_shape(plan):
+    root = plan(JOIN_AGGREGATE)
     assert root.schema.names == ["city", "total", "n", "top"]
     assert root.schema.type_of("n") == "BIGINT"
     assert root.schema.type_of("city") == "VARCHAR"
@@ -109,33 +70,33 @@ def test_join_aggregate_plan_shape(describe):
     assert root.sources() == frozenset({"orders", "customers"})
 
 
-def test_join_aggregate_plain_sql_matches_duckdb(con, describe):
-    root = plan(JOIN_AGGREGATE, describe)
+def test_join_aggregate_plain_sql_matches_duckdb(con, plan):
+    root = plan(JOIN_AGGREGATE)
     assert bag(con, plain_sql(root)) == bag(con, JOIN_AGGREGATE) == Counter(
         {("oslo", 22, 3, 10): 1}
     )
 
 
-def test_same_aggregate_twice_is_one_call(describe):
+def test_same_aggregate_twice_is_one_call(plan):
     root = plan("SELECT customer, SUM(amount) AS a, SUM(amount) * 2 AS b FROM orders "
-                "GROUP BY customer", describe)
+                "GROUP BY customer")
     (aggregate,) = nodes(root, Aggregate)
     assert [c.func for c in aggregate.calls] == ["sum"]
 
 
-def test_global_aggregate_has_no_keys(con, describe):
+def test_global_aggregate_has_no_keys(con, plan):
     sql = "SELECT COUNT(*) AS n FROM orders"
-    root = plan(sql, describe)
+    root = plan(sql)
     (aggregate,) = nodes(root, Aggregate)
     assert aggregate.keys == ()
     assert [c.func for c in aggregate.calls] == ["count_star"]
     assert bag(con, plain_sql(root)) == Counter({(4,): 1})
 
 
-def test_filter_and_having(con, describe):
+def test_filter_and_having(con, plan):
     sql = ("SELECT customer, SUM(amount) AS s FROM orders WHERE amount > 1 "
            "GROUP BY customer HAVING COUNT(*) > 1")
-    root = plan(sql, describe)
+    root = plan(sql)
     filters = nodes(root, Filter)
     assert len(filters) == 2  # WHERE below the aggregate, HAVING above it
     (aggregate,) = nodes(root, Aggregate)
@@ -145,39 +106,39 @@ def test_filter_and_having(con, describe):
     assert bag(con, plain_sql(root)) == bag(con, sql) == Counter({("ann", 15): 1})
 
 
-def test_three_way_join_is_one_join_node(describe):
+def test_three_way_join_is_one_join_node(plan):
     root = plan("SELECT a.id FROM orders a JOIN orders b ON a.id = b.id "
-                "JOIN customers c ON a.customer = c.name", describe)
+                "JOIN customers c ON a.customer = c.name")
     (join,) = nodes(root, Join)
     assert len(join.relations) == 3
 
 
-def test_cross_join_has_no_condition(describe):
-    root = plan("SELECT o.id, c.city FROM orders o CROSS JOIN customers c", describe)
+def test_cross_join_has_no_condition(plan):
+    root = plan("SELECT o.id, c.city FROM orders o CROSS JOIN customers c")
     (join,) = nodes(root, Join)
     assert join.condition is None
 
 
-def test_distinct_and_union(describe):
-    root = plan("SELECT DISTINCT customer FROM orders", describe)
+def test_distinct_and_union(plan):
+    root = plan("SELECT DISTINCT customer FROM orders")
     assert isinstance(root, Distinct)
-    root = plan("SELECT customer FROM orders UNION ALL SELECT name FROM customers", describe)
+    root = plan("SELECT customer FROM orders UNION ALL SELECT name FROM customers")
     assert len(nodes(root, UnionAll)) == 1
     assert not nodes(root, Distinct)
-    root = plan("SELECT customer FROM orders UNION SELECT name FROM customers", describe)
+    root = plan("SELECT customer FROM orders UNION SELECT name FROM customers")
     assert isinstance(root, Distinct)
     assert isinstance(root.input, UnionAll)
 
 
-def test_cte_used_twice_is_one_node(describe):
+def test_cte_used_twice_is_one_node(plan):
     root = plan("WITH big AS (SELECT id FROM orders WHERE amount > 5) "
-                "SELECT a.id FROM big a JOIN big b ON a.id = b.id", describe)
+                "SELECT a.id FROM big a JOIN big b ON a.id = b.id")
     assert len(nodes(root, Filter)) == 1
     assert len(nodes(root, Scan)) == 1
 
 
-def test_star_is_expanded(describe):
-    root = plan("SELECT * FROM orders", describe)
+def test_star_is_expanded(plan):
+    root = plan("SELECT * FROM orders")
     assert root.schema.names == ["id", "customer", "amount"]
 
 
@@ -191,9 +152,9 @@ def test_star_is_expanded(describe):
         ("SELECT id FROM orders WHERE amount > (SELECT 1)", "subquery"),
     ],
 )
-def test_unsupported_constructs(describe, sql, construct):
+def test_unsupported_constructs(sql, construct, plan):
     with pytest.raises(UnsupportedSQL) as info:
-        plan(sql, describe)
+        plan(sql)
     assert construct.lower() in str(info.value).lower()
 
 
@@ -206,6 +167,6 @@ def test_unsupported_constructs(describe, sql, construct):
         "SELEC 1",
     ],
 )
-def test_sql_errors(describe, sql):
+def test_sql_errors(sql, plan):
     with pytest.raises(SqlError):
-        plan(sql, describe)
+        plan(sql)

@@ -155,3 +155,46 @@ def test_script_order_is_kept_and_empty_script_is_empty():
 def test_unparseable_view_query_is_sql_error():
     with pytest.raises(SqlError):
         parse_script("CREATE VIEW v AS SELEC * FROM t")
+
+
+def test_create_view_records_where_its_query_starts_in_the_script():
+    script = (
+        "CREATE TABLE t (a INTEGER);\n"
+        "CREATE VIEW v AS SELECT a FROM t;\n"
+        "  create materialized view w as\n"
+        "    -- a comment\n"
+        "    SELECT a + 1 AS b FROM t\n"
+    )
+    _, v, w = parse_script(script)
+    assert v.sql == "SELECT a FROM t"
+    assert (v.origin.line, v.origin.column) == (2, 18)
+    assert script[v.origin.offset :].startswith(v.sql)
+    assert w.sql == "SELECT a + 1 AS b FROM t"
+    assert (w.origin.line, w.origin.column) == (5, 5)
+    assert script[w.origin.offset :].startswith(w.sql)
+
+
+def test_view_text_is_the_users_own():
+    (view,) = parse_script("CREATE VIEW v AS SELECT substr(s, 1) , COUNT( * ) FROM t GROUP BY 1")
+    assert view.sql == "SELECT substr(s, 1) , COUNT( * ) FROM t GROUP BY 1"
+
+
+@pytest.mark.parametrize(
+    ("script", "error", "at"),
+    [
+        ("CREATE TABLE a (x INT);\nCREATE INDEX i ON t (id)", UnsupportedSQL, "CREATE INDEX"),
+        ("CREATE TABLE t (\n  id BIGINT UNIQUE)", UnsupportedSQL, "UNIQUE"),
+        ("CREATE TABLE t (\n  id BIGINT DEFAULT 1)", UnsupportedSQL, "DEFAULT 1"),
+        ("CREATE TABLE t (id BIGINT, CHECK (id > 0))", UnsupportedSQL, "CHECK"),
+        ("CREATE TABLE t (\n  a INT,\n  A INT)", SqlError, "A INT"),
+        ("CREATE TABLE t (a INT, PRIMARY KEY (nope))", SqlError, "PRIMARY KEY (nope)"),
+        ("DROP VIEW v;\nCREATE TABLE __ivm_x (a INT)", SqlError, "__ivm_x"),
+        ("DROP VIEW v;\n  INSERT INTO t VALUES (1)", UnsupportedSQL, "INSERT"),
+        ("CREATE VIEW v (a, b) AS SELECT x, y FROM t", UnsupportedSQL, "v (a, b)"),
+        ("DROP TABLE a;\nDROP TABLE s.t", UnsupportedSQL, "s.t"),
+    ],
+)
+def test_statement_errors_point_into_the_script(pointed_at, script, error, at):
+    with pytest.raises(error) as info:
+        parse_script(script)
+    assert pointed_at(str(info.value), script).startswith(at), str(info.value)

@@ -1,0 +1,140 @@
+"""sql_frontend.positions: every error points at the first character of its construct, as a
+line and column of the whole script the user passed (``parse_script`` records where each
+view's query starts; ``plan_query(..., origin=...)`` reports in those coordinates)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ivm.errors import IvmError, SqlError, UnsupportedSQL
+from ivm.sql_frontend.planner import plan_query
+from ivm.sql_frontend.positions import Origin
+from ivm.sql_frontend.statements import CreateView, parse_script
+
+
+def script_error(script: str, tables, describe) -> IvmError:
+    """The error of running ``script``'s statements through the front end, as the session
+    does: parse the script, plan each view's query at its origin."""
+    try:
+        for statement in parse_script(script):
+            if isinstance(statement, CreateView):
+                plan_query(statement.sql, tables, describe, origin=statement.origin)
+    except IvmError as error:
+        return error
+    raise AssertionError(f"no error for {script!r}")
+
+
+def test_origin_advances_over_lines_and_columns():
+    origin = Origin(offset=10, line=3, column=5)
+    assert origin.advance("abc", 2) == Origin(12, 3, 7)
+    assert origin.advance("ab\ncd\nef", 7) == Origin(17, 5, 2)
+    assert origin.advance("ab\n", 3) == Origin(13, 4, 1)
+    assert str(Origin(0, 2, 9)) == "line 2, column 9"
+
+
+def test_limit_is_reported_at_its_keyword_in_script_coordinates(tables, describe):
+    script = "CREATE VIEW v AS SELECT * FROM orders LIMIT 3"
+    error = script_error(script, tables, describe)
+    assert isinstance(error, UnsupportedSQL)
+    assert "LIMIT (at line 1, column 39" in str(error)
+    assert script[38:].startswith("LIMIT")
+
+
+def test_construct_on_line_three_of_a_script(tables, describe, pointed_at):
+    script = (
+        "CREATE TABLE t (a INTEGER);\n"
+        "CREATE VIEW v AS SELECT id,\n"
+        "  rank() OVER (ORDER BY amount) AS r FROM orders"
+    )
+    error = script_error(script, tables, describe)
+    assert "line 3, column 3" in str(error)
+    assert pointed_at(str(error), script).startswith("rank() OVER")
+
+
+def test_second_view_of_a_script_is_located_in_the_script(tables, describe, pointed_at):
+    script = (
+        "CREATE VIEW ok AS SELECT id FROM orders;\n"
+        "\n"
+        "  CREATE VIEW bad AS\n"
+        "    SELECT customer FROM orders\n"
+        "    QUALIFY row_number() OVER (PARTITION BY customer ORDER BY id) = 1;"
+    )
+    error = script_error(script, tables, describe)
+    assert "line 5, column 5" in str(error)
+    assert pointed_at(str(error), script).startswith("QUALIFY")
+
+
+@pytest.mark.parametrize(
+    ("query", "at"),
+    [
+        ("SELECT * FROM orders LIMIT 3", "LIMIT 3"),
+        ("SELECT * FROM orders\n  OFFSET 2", "OFFSET 2"),
+        ("SELECT o.id FROM orders o LEFT JOIN customers c ON o.customer = c.name", "LEFT JOIN"),
+        ("SELECT o.id FROM orders o\n LEFT OUTER JOIN customers c ON true", "LEFT OUTER JOIN"),
+        ("SELECT o.id FROM orders o FULL JOIN (SELECT * FROM customers) c ON true", "FULL JOIN"),
+        ("SELECT o.id FROM orders o NATURAL JOIN customers c", "NATURAL JOIN"),
+        ("SELECT o.id FROM orders o ASOF JOIN customers c ON o.customer >= c.name", "ASOF JOIN"),
+        ("SELECT id, rank() OVER (ORDER BY amount) AS r FROM orders", "rank()"),
+        ("SELECT id, SUM(amount) OVER () AS r FROM orders", "SUM(amount) OVER"),
+        ("SELECT id, STRING_AGG(customer, ',') OVER () AS r FROM orders", "STRING_AGG("),
+        ("SELECT id FROM orders QUALIFY rank() OVER (ORDER BY id) = 1", "QUALIFY"),
+        ("SELECT DISTINCT ON (customer) customer, id FROM orders", "DISTINCT ON"),
+        ("SELECT id FROM orders WHERE amount > (SELECT (1 + 2))", "(SELECT (1 + 2))"),
+        ("SELECT id FROM orders WHERE EXISTS (SELECT 1 FROM customers)", "EXISTS"),
+        ("SELECT id FROM orders WHERE customer IN (SELECT name FROM customers)", "(SELECT name"),
+        ("SELECT SUM((SELECT MAX(amount) FROM orders)) AS s FROM orders", "(SELECT MAX"),
+        ("SELECT id FROM orders UNION BY NAME SELECT id FROM orders", "UNION BY NAME"),
+        ("SELECT id FROM orders INTERSECT SELECT id FROM orders", "INTERSECT"),
+        ("SELECT id FROM orders EXCEPT (SELECT id FROM orders)", "EXCEPT"),
+        ("SELECT a FROM (VALUES (1)) t(a)", "VALUES"),
+        ("WITH RECURSIVE r AS (SELECT 1 AS x) SELECT x FROM r", "WITH RECURSIVE"),
+        ("SELECT customer FROM orders GROUP BY ROLLUP (customer)", "ROLLUP"),
+        ("SELECT * FROM read_csv('x.csv')", "read_csv"),
+        ("SELECT id, current_date AS d FROM orders", "current_date"),
+        ("SELECT id, random() AS d FROM orders", "random()"),
+        ("SELECT id FROM orders FOR SYSTEM_TIME AS OF now()", "FOR SYSTEM_TIME"),
+        ("SELECT 1 AS x", "SELECT 1"),
+    ],
+)
+def test_unsupported_constructs_point_at_their_first_character(
+    tables, describe, pointed_at, query, at
+):
+    script = f"CREATE TABLE t (a INTEGER);\nCREATE VIEW v AS\n   {query};"
+    error = script_error(script, tables, describe)
+    assert isinstance(error, UnsupportedSQL), error
+    assert pointed_at(str(error), script).startswith(at), str(error)
+
+
+@pytest.mark.parametrize(
+    ("query", "at"),
+    [
+        ("SELECT * FROM nope", "nope"),
+        ("SELECT nope FROM orders", "nope"),
+        ("SELECT o.nope FROM orders o", "o.nope"),
+        ("SELECT customer, amount FROM orders GROUP BY customer", "amount"),
+        ("SELECT id FROM orders UNION SELECT id, id FROM orders", "UNION"),
+        ("SELECT id AS __w FROM orders", "__w"),
+        ("SELECT (1 FROM orders", "FROM"),
+        ("SELEC * FROM orders", "SELEC"),
+    ],
+)
+def test_sql_errors_point_at_their_cause(tables, describe, pointed_at, query, at):
+    script = f"CREATE TABLE t (a INTEGER);\n\nCREATE VIEW v AS {query}"
+    error = script_error(script, tables, describe)
+    assert isinstance(error, SqlError), error
+    assert pointed_at(str(error), script).startswith(at), str(error)
+
+
+def test_a_stored_view_replanned_alone_reports_positions_in_its_own_text(tables, describe):
+    with pytest.raises(UnsupportedSQL, match=r"LIMIT \(at line 3, column 3"):
+        plan_query("SELECT *\n  FROM orders\n  LIMIT 3", tables, describe)
+    with pytest.raises(UnsupportedSQL, match=r"LIMIT \(at line 1, column 22"):
+        plan_query("SELECT * FROM orders LIMIT 3", tables, describe)
+
+
+def test_positions_count_from_the_origin_given(tables, describe):
+    origin = Origin(offset=100, line=7, column=12)
+    with pytest.raises(UnsupportedSQL, match=r"LIMIT \(at line 7, column 33"):
+        plan_query("SELECT * FROM orders LIMIT 3", tables, describe, origin=origin)
+    with pytest.raises(UnsupportedSQL, match=r"LIMIT \(at line 8, column 1"):
+        plan_query("SELECT * FROM orders\nLIMIT 3", tables, describe, origin=origin)
