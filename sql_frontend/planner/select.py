@@ -20,12 +20,10 @@ from ivm.sql_frontend.planner.naming import rename_columns, unique_names
 def plan_select(ctx: Context, node: exp.Select, scope: Scope) -> Plan:
     """Plan one (qualified) SELECT whose CTEs are ``scope`` plus its own."""
     scope = with_ctes(ctx, node, scope)
+    _no_aggregates_in_clauses(ctx, node)
     plan = plan_from(ctx, node, scope)
     where = node.args.get("where")
     if where is not None:
-        calls = calls_in(where.this)
-        if calls:
-            raise SqlError(f"{ctx.locator.describe('aggregate in WHERE', calls[0])}: use HAVING")
         predicate = rename_columns(where.this)
         plan = ctx.typed(Filter(schema=plan.schema, input=plan, predicate=predicate))
     outputs = [(e.alias_or_name, rename_columns(e.unalias())) for e in node.expressions]
@@ -43,6 +41,21 @@ def plan_select(ctx: Context, node: exp.Select, scope: Scope) -> Plan:
     if node.args.get("distinct") is not None:
         plan = ctx.typed(Distinct(schema=plan.schema, input=plan))
     return plan
+
+
+def _no_aggregates_in_clauses(ctx: Context, node: exp.Select) -> None:
+    """SqlError for an aggregate call in WHERE, JOIN … ON or GROUP BY."""
+    clauses = [
+        ("WHERE", node.args.get("where"), ": use HAVING"),
+        ("GROUP BY", node.args.get("group"), ": not allowed there"),
+    ]
+    joins = node.args.get("joins") or []
+    clauses += [("JOIN … ON", j.args.get("on"), ": not allowed there") for j in joins]
+    for clause, expression, hint in clauses:
+        calls = calls_in(expression) if expression is not None else []
+        if calls:
+            construct = ctx.locator.describe(f"aggregate in {clause}", calls[0])
+            raise SqlError(f"{construct}{hint}")
 
 
 def _group_keys(
