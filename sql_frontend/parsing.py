@@ -153,22 +153,14 @@ def _offset_of(text: str, line: int, column: int) -> int:
     return sum(len(x) + 1 for x in lines[: line - 1]) + max(column - 1, 0)
 
 
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+SQLGLOT_CLASS = re.compile(r"<class 'sqlglot\.[\w.]*?(\w+)'>")
+
+
 def _plain(message: str) -> str:
-    """``message`` without ANSI escape sequences (sqlglot underlines with them)."""
-    out: list[str] = []
-    i = 0
-    while i < len(message):
-        if message[i] == "\x1b":
-            j = i + 1
-            if j < len(message) and message[j] == "[":
-                j += 1
-                while j < len(message) and not message[j].isalpha():
-                    j += 1
-            i = j + 1
-            continue
-        out.append(message[i])
-        i += 1
-    return "".join(out)
+    """``message`` without terminal escape codes (sqlglot underlines with them) and with
+    sqlglot's class names short (``<class 'sqlglot.expressions.core.EQ'>`` → ``EQ``)."""
+    return SQLGLOT_CLASS.sub(r"\1", ANSI_ESCAPE.sub("", message))
 
 
 def _snippet(tree: exp.Expression) -> str:

@@ -236,14 +236,46 @@ class Locator:
     def describe(
         self, construct: str, node: exp.Expression | None, snippet: str | None = None
     ) -> str:
-        """``construct (at line L, column C: <its SQL>)`` for an error message."""
+        """``construct (at line L, column C: <its text>)`` for an error message: the user's
+        own text of ``node`` where it can be found, else the SQL sqlglot writes for it."""
         where = self.where(node)
         if node is None:
             return f"{construct} (at {where})"
-        snippet = snippet if snippet is not None else node.sql(dialect="duckdb")
+        if snippet is None:
+            snippet = self.excerpt(node) or node.sql(dialect="duckdb")
+        snippet = " ".join(snippet.split())
         if len(snippet) > SNIPPET:
             snippet = snippet[: SNIPPET - 3] + "..."
         return f"{construct} (at {where}: {snippet})"
+
+    def excerpt(self, node: exp.Expression) -> str | None:
+        """The text of ``node``: from its first character through its last positioned token,
+        and on until its parentheses balance, a call's parentheses and a trailing ``OVER (…)``
+        included (None when the text is unknown)."""
+        start = self.start(node)
+        index = self._index(start) if start is not None else None
+        if index is None:
+            return None
+        ends = [n._meta["end"] for n in node.walk() if n._meta and "end" in n._meta]  # noqa: SLF001
+        last = max([self.tokens[index].end, *ends])
+        depth, j = 0, index
+        while j < len(self.tokens):
+            token = self.tokens[j]
+            if token.start > last and depth <= 0 and not self._continues(j):
+                break
+            depth += (token.token_type in _OPEN) - (token.token_type in _CLOSE)
+            if depth < 0:
+                break
+            j += 1
+        assert self.text is not None
+        return self.text[start : self.tokens[j - 1].end + 1]
+
+    def _continues(self, j: int) -> bool:
+        """Token ``j`` still belongs to what precedes it: a call's ``(`` or ``OVER``."""
+        token = self.tokens[j]
+        if token.token_type == TokenType.L_PAREN:
+            return j > 0 and self._is_word(self.tokens[j - 1])
+        return self._matches(token, frozenset({"OVER"}))
 
     def word_at(self, node: exp.Expression) -> str | None:
         """The word (keyword or name) ``node`` starts with in the text, upper case."""
@@ -302,8 +334,9 @@ class Locator:
 
     @staticmethod
     def _is_word(token: Token) -> bool:
-        return token.token_type not in _NOT_WORDS and (token.text[:1].isalpha() or
-                                                       token.text[:1] == "_")
+        """A keyword or an unquoted name (not a string, number or symbol)."""
+        first = token.text[:1]
+        return token.token_type not in _NOT_WORDS and (first.isalpha() or first == "_")
 
     def _matches(self, token: Token, words: frozenset[str]) -> bool:
         if token.token_type in _NOT_WORDS:

@@ -154,29 +154,40 @@ def take_apart(node: exp.Expression, locator: Locator) -> CallParts:
         call = call.this
     if not is_aggregate(call):
         raise SqlError(f"{locator.describe('FILTER', node)}: only aggregate calls take FILTER")
-    name = function_name(call, locator)
+    named = _Named(call, locator)
     func = _registry_name(call)
     if func is None:
-        raise UnsupportedSQL(
-            f"{locator.describe('aggregate function ' + name, call)} is not supported"
-        )
+        raise UnsupportedSQL(f"{named('aggregate function {name}')} is not supported")
     function = lookup(func)
-    arguments, distinct, order = _arguments(call, name, locator)
+    arguments, distinct, order = _arguments(call, named)
     if within is not None:
-        arguments = _within_group(within, func, name, arguments, call, locator)
+        arguments = _within_group(within, func, arguments, named)
     if func == "count" and (not arguments or isinstance(arguments[0], exp.Star)):
         func, function = "count_star", lookup("count_star")
         arguments = arguments[1:]
-    _check_against(function, name, call, arguments, distinct, order, locator)
+    _check_against(function, arguments, distinct, order, named)
     columns = tuple(arguments[: function.columns])
     constants = tuple(arguments[function.columns :])
     for constant in constants:
         if not _is_literal(constant):
             raise UnsupportedSQL(
-                f"{locator.describe(name + ' with a non-constant argument', call)} is not "
-                f"supported: {constant.sql(dialect='duckdb')} must be a literal"
+                f"{named('{name} with a non-constant argument')} is not supported: "
+                f"{constant.sql(dialect='duckdb')} must be a literal"
             )
     return CallParts(func, columns, constants, distinct, order, condition)
+
+
+class _Named:
+    """Describes a construct of one call for an error: ``named('{name} with …')`` with the
+    function's name as the user wrote it and the call's position (found only when needed)."""
+
+    def __init__(self, call: exp.Expression, locator: Locator) -> None:
+        self.call = call
+        self.locator = locator
+
+    def __call__(self, construct: str) -> str:
+        name = function_name(self.call, self.locator)
+        return self.locator.describe(construct.format(name=name), self.call)
 
 
 def _registry_name(call: exp.Expression) -> str | None:
@@ -186,7 +197,7 @@ def _registry_name(call: exp.Expression) -> str | None:
 
 
 def _arguments(
-    call: exp.Expression, name: str, locator: Locator
+    call: exp.Expression, named: _Named
 ) -> tuple[list[exp.Expression], bool, tuple[exp.Ordered, ...]]:
     """The call's arguments in order, whether DISTINCT, and its ORDER BY terms."""
     values: list[exp.Expression] = []
@@ -202,9 +213,7 @@ def _arguments(
             elif isinstance(value, exp.Expression):
                 values.append(value)
             else:
-                raise UnsupportedSQL(
-                    f"{locator.describe(name + ' with option ' + key, call)} is not supported"
-                )
+                raise UnsupportedSQL(f"{named('{name} with option ' + key)} is not supported")
     order: tuple[exp.Ordered, ...] = ()
     distinct = False
     if values and isinstance(values[0], exp.Order):
@@ -217,56 +226,44 @@ def _arguments(
 
 
 def _within_group(
-    within: exp.Expression,
-    func: str,
-    name: str,
-    arguments: list[exp.Expression],
-    call: exp.Expression,
-    locator: Locator,
+    within: exp.Expression, func: str, arguments: list[exp.Expression], named: _Named
 ) -> list[exp.Expression]:
     """``f(constants) WITHIN GROUP (ORDER BY x)`` read as ``f(x, constants)``."""
     terms = within.expressions if isinstance(within, exp.Order) else []
     if func not in WITHIN_GROUP or len(terms) != 1:
-        raise UnsupportedSQL(f"{locator.describe(name + ' WITHIN GROUP', call)} is not supported")
+        raise UnsupportedSQL(f"{named('{name} WITHIN GROUP')} is not supported")
     if terms[0].args.get("desc"):
         raise UnsupportedSQL(
-            f"{locator.describe(name + ' WITHIN GROUP (ORDER BY … DESC)', call)} is not "
-            "supported: order ascending"
+            f"{named('{name} WITHIN GROUP (ORDER BY … DESC)')} is not supported: "
+            "order ascending"
         )
     return [terms[0].this, *arguments]
 
 
 def _check_against(
     function: AggregateFunction,
-    name: str,
-    call: exp.Expression,
     arguments: list[exp.Expression],
     distinct: bool,
     order: tuple[exp.Ordered, ...],
-    locator: Locator,
+    named: _Named,
 ) -> None:
+    """UnsupportedSQL where the call does not fit the registry's ``function``."""
     if distinct and not function.distinct:
-        raise UnsupportedSQL(f"{locator.describe(name + '(DISTINCT …)', call)} is not supported")
+        raise UnsupportedSQL(f"{named('{name}(DISTINCT …)')} is not supported")
     if order and function.ordered == "refused":
-        raise UnsupportedSQL(
-            f"{locator.describe('ORDER BY inside ' + name, call)} is not supported"
-        )
+        raise UnsupportedSQL(f"{named('ORDER BY inside {name}')} is not supported")
     if not order and function.ordered == "required":
         raise UnsupportedSQL(
-            f"{locator.describe(name + ' without ORDER BY', call)} is not supported: "
-            + ARBITRARY_ORDER
+            f"{named('{name} without ORDER BY')} is not supported: {ARBITRARY_ORDER}"
         )
     least = function.columns + function.constants[0]
     most = function.columns + function.constants[1]
     if not least <= len(arguments) <= most:
         takes = str(least) if least == most else f"{least} to {most}"
-        raise UnsupportedSQL(
-            f"{locator.describe(f'{name} with {len(arguments)} argument(s)', call)} is not "
-            f"supported: it takes {takes}"
-        )
-    for argument in arguments:
-        if isinstance(argument, exp.Star):
-            raise UnsupportedSQL(f"{locator.describe(name + '(*)', call)} is not supported")
+        counted = "{name} with " + f"{len(arguments)} argument(s)"
+        raise UnsupportedSQL(f"{named(counted)} is not supported: it takes {takes}")
+    if any(isinstance(a, exp.Star) for a in arguments):
+        raise UnsupportedSQL(f"{named('{name}(*)')} is not supported")
 
 
 def _is_literal(expression: exp.Expression) -> bool:

@@ -138,3 +138,20 @@ def test_positions_count_from_the_origin_given(tables, describe):
         plan_query("SELECT * FROM orders LIMIT 3", tables, describe, origin=origin)
     with pytest.raises(UnsupportedSQL, match=r"LIMIT \(at line 8, column 1"):
         plan_query("SELECT * FROM orders\nLIMIT 3", tables, describe, origin=origin)
+
+
+@pytest.mark.parametrize(
+    ("query", "excerpt"),
+    [
+        ("SELECT customer, string_agg(customer, ',') AS l FROM orders GROUP BY customer",
+         "string_agg(customer, ',')"),
+        ("SELECT id, random() AS r FROM orders", "random()"),
+        ("SELECT id, SUM(amount)\n   OVER () AS r FROM orders", "SUM(amount) OVER ()"),
+        ("SELECT o.id FROM orders o\n  LEFT JOIN customers c ON o.customer = c.name",
+         "LEFT JOIN customers c ON o.customer = c.name"),
+    ],
+)
+def test_messages_quote_the_users_own_text(tables, describe, query, excerpt):
+    with pytest.raises(UnsupportedSQL) as info:
+        plan_query(query, tables, describe)
+    assert f": {excerpt})" in str(info.value)
