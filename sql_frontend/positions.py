@@ -15,7 +15,6 @@ positioned token inside the construct to the keyword that starts it.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -24,8 +23,24 @@ from sqlglot.dialects.duckdb import DuckDB
 from sqlglot.errors import SqlglotError
 from sqlglot.tokens import Token, TokenType
 
+from ivm.sql_frontend.anchors import (
+    ANCHORS,
+    KEYWORD_LED,
+    WRAPPERS,
+    Anchor,
+    anchor,
+    first_positioned,
+    first_token,
+    function_spellings,
+    meta_start,
+)
+
 SNIPPET = 80
 """Longest SQL excerpt quoted in an error message."""
+
+_OPEN = frozenset({TokenType.L_PAREN, TokenType.L_BRACKET, TokenType.L_BRACE})
+_CLOSE = frozenset({TokenType.R_PAREN, TokenType.R_BRACKET, TokenType.R_BRACE})
+_NOT_WORDS = frozenset({TokenType.STRING, TokenType.IDENTIFIER, TokenType.NUMBER})
 
 
 @dataclass(frozen=True)
@@ -51,141 +66,6 @@ class Origin:
 
 TEXT_START = Origin()
 """The default origin: positions relative to the text itself."""
-
-
-@dataclass(frozen=True)
-class Anchor:
-    """How to find the keyword a construct starts with.
-
-    ``keywords``: the keyword itself (searched backwards from the construct's first
-    positioned token, skipping parenthesized groups); ``prefixes``: keywords that may
-    precede it and still belong to the construct (LEFT OUTER before JOIN); ``stops``:
-    tokens that end the search unsuccessfully. ``right``: look from the right operand
-    (set operations, whose keyword follows their left side).
-    """
-
-    keywords: frozenset[str]
-    prefixes: frozenset[str] = frozenset()
-    stops: frozenset[str] = frozenset({";"})
-    right: bool = False
-    most_prefixes: int = 1_000
-
-
-def _anchor(*keywords: str, prefixes: tuple[str, ...] = (), stops: tuple[str, ...] = (),
-            right: bool = False, most_prefixes: int = 1_000) -> Anchor:
-    return Anchor(
-        frozenset(keywords), frozenset(prefixes), frozenset({";", *stops}), right, most_prefixes
-    )
-
-
-QUERY_STARTS = ("SELECT", "FROM", "WITH", "VALUES", "TABLE", "PIVOT", "UNPIVOT", "SUMMARIZE")
-
-ANCHORS: dict[type[exp.Expression], Anchor] = {
-    exp.Limit: _anchor("LIMIT"),
-    exp.Offset: _anchor("OFFSET"),
-    exp.Fetch: _anchor("FETCH"),
-    exp.Qualify: _anchor("QUALIFY"),
-    exp.Lateral: _anchor("LATERAL"),
-    exp.Pivot: _anchor("PIVOT", "UNPIVOT"),
-    exp.Values: _anchor("VALUES"),
-    exp.Rollup: _anchor("ROLLUP"),
-    exp.Cube: _anchor("CUBE"),
-    exp.GroupingSets: _anchor("GROUPING"),
-    exp.With: _anchor("WITH"),
-    exp.Distinct: _anchor("DISTINCT"),
-    exp.Version: _anchor("FOR", "AT"),
-    exp.Where: _anchor("WHERE"),
-    exp.Having: _anchor("HAVING"),
-    exp.Group: _anchor("GROUP"),
-    exp.Order: _anchor("ORDER"),
-    exp.Join: _anchor(
-        "JOIN",
-        prefixes=("LEFT", "RIGHT", "FULL", "OUTER", "INNER", "CROSS", "NATURAL", "ASOF",
-                  "SEMI", "ANTI", "POSITIONAL"),
-        stops=(",",),
-    ),
-    exp.SetOperation: _anchor("UNION", "INTERSECT", "EXCEPT", right=True),
-    exp.Subquery: _anchor(*QUERY_STARTS, prefixes=("(",), most_prefixes=1),
-    exp.Select: _anchor(*QUERY_STARTS),
-    exp.Create: _anchor("CREATE"),
-    exp.Drop: _anchor("DROP"),
-}
-"""Constructs that start with a keyword sqlglot keeps no position for."""
-
-WRAPPERS = (
-    exp.Window, exp.Filter, exp.WithinGroup, exp.IgnoreNulls, exp.RespectNulls, exp.Alias,
-    exp.Ordered, exp.Binary, exp.Bracket,
-)
-"""Nodes whose text starts where their first operand (``this``) starts."""
-
-KEYWORD_LED = (exp.ColumnConstraint, exp.Constraint, exp.PrimaryKey, exp.ForeignKey,
-               exp.UniqueColumnConstraint, exp.CheckColumnConstraint)
-"""Nodes whose text starts with the first keyword sqlglot writes for them."""
-
-FUNCTION_SPELLINGS: dict[type[exp.Expression], frozenset[str]] = {
-    exp.GroupConcat: frozenset({"STRING_AGG", "LISTAGG", "GROUP_CONCAT", "STRINGAGG"}),
-    exp.ArrayAgg: frozenset({"LIST", "ARRAY_AGG"}),
-    exp.PercentileCont: frozenset({"QUANTILE_CONT", "PERCENTILE_CONT"}),
-    exp.PercentileDisc: frozenset({"QUANTILE_DISC", "PERCENTILE_DISC"}),
-    exp.Quantile: frozenset({"QUANTILE"}),
-}
-"""Names DuckDB's parser reads as these classes beyond the class's own ``sql_names``."""
-
-_OPEN = frozenset({TokenType.L_PAREN, TokenType.L_BRACKET, TokenType.L_BRACE})
-_CLOSE = frozenset({TokenType.R_PAREN, TokenType.R_BRACKET, TokenType.R_BRACE})
-_NOT_WORDS = frozenset({TokenType.STRING, TokenType.IDENTIFIER, TokenType.NUMBER})
-
-
-def meta_start(node: exp.Expression) -> int | None:
-    """The character offset sqlglot recorded for ``node`` itself, if any."""
-    meta = node._meta  # noqa: SLF001 - reading sqlglot's own position record
-    return meta.get("start") if meta else None
-
-
-def function_spellings(node: exp.Expression) -> frozenset[str]:
-    """Upper-case names under which ``node``'s function may appear in DuckDB SQL."""
-    if isinstance(node, exp.Anonymous):
-        return frozenset({node.name.upper()})
-    names = set(FUNCTION_SPELLINGS.get(type(node), ()))
-    if isinstance(node, exp.Func):
-        names.update(n.upper() for n in node.sql_names())
-        functions = DuckDB.parser_class.FUNCTIONS
-        names.update(k for k, v in functions.items() if getattr(v, "__self__", None) is type(node))
-    names.add(node.sql(dialect="duckdb").split("(")[0].strip().upper())
-    return frozenset(names)
-
-
-def _first_token(node: exp.Expression) -> str:
-    """The first token (keyword) of the SQL sqlglot writes for ``node``, upper case."""
-    try:
-        tokens = DuckDB().tokenize(node.sql(dialect="duckdb"))
-    except SqlglotError:
-        tokens = []
-    return tokens[0].text.upper() if tokens else ""
-
-
-def _own_scope(node: exp.Expression) -> Iterator[exp.Expression]:
-    """``node`` and its descendants, leaving out queries nested inside it."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        for child in current.iter_expressions():
-            nested = isinstance(child, exp.Query) and not (
-                current is node or isinstance(current, exp.SetOperation)
-            )
-            if not nested:
-                stack.append(child)
-
-
-def first_positioned(node: exp.Expression, own_scope: bool = True) -> int | None:
-    """The smallest recorded offset among ``node`` and its descendants (preferring
-    those outside nested queries)."""
-    nodes = _own_scope(node) if own_scope else node.walk()
-    starts = [s for s in (meta_start(n) for n in nodes) if s is not None]
-    if starts:
-        return min(starts)
-    return first_positioned(node, own_scope=False) if own_scope else None
 
 
 class Locator:
@@ -312,10 +192,10 @@ class Locator:
         if isinstance(node, exp.Order) and isinstance(node.this, exp.Expression):
             return self.start(node.this)  # ORDER BY inside a call: starts at the argument
         if isinstance(node, KEYWORD_LED):
-            return self._anchored(node, _anchor(_first_token(node), stops=(",",)))
-        for kind, anchor in ANCHORS.items():
+            return self._anchored(node, anchor(first_token(node), stops=(",",)))
+        for kind, rule in ANCHORS.items():
             if isinstance(node, kind):
-                return self._anchored(node, anchor)
+                return self._anchored(node, rule)
         if isinstance(node, WRAPPERS) and isinstance(node.this, exp.Expression):
             return self.start(node.this)
         if node.parent is None and not isinstance(node, exp.Condition):
@@ -343,8 +223,10 @@ class Locator:
             return False
         return token.text.upper() in words
 
-    def _anchored(self, node: exp.Expression, anchor: Anchor) -> int | None:
-        inside = node.args.get("expression") if anchor.right else node
+    def _anchored(self, node: exp.Expression, rule: Anchor) -> int | None:
+        """Walk back from the construct's first positioned token, over parenthesized groups,
+        to its keyword (and the prefixes before it)."""
+        inside = node.args.get("expression") if rule.right else node
         first = first_positioned(inside) if isinstance(inside, exp.Expression) else None
         index = self._index(first) if first is not None else None
         if index is None:
@@ -360,16 +242,16 @@ class Locator:
                 continue
             if depth:
                 continue
-            if self._matches(token, anchor.keywords):
-                first_token = j
+            if self._matches(token, rule.keywords):
+                keyword = j
                 while (
                     j > 0
-                    and first_token - j < anchor.most_prefixes
-                    and self._matches(self.tokens[j - 1], anchor.prefixes)
+                    and keyword - j < rule.most_prefixes
+                    and self._matches(self.tokens[j - 1], rule.prefixes)
                 ):
                     j -= 1
                 return self.tokens[j].start
-            if token.text.upper() in anchor.stops:
+            if token.text.upper() in rule.stops:
                 break
         return first
 
@@ -410,7 +292,7 @@ class Locator:
     def _by_spelling(self, node: exp.Expression) -> int | None:
         """A node without any positioned token (``CURRENT_DATE``, ``UNIQUE``): the k-th token
         spelled like it, k its rank among like nodes of the tree."""
-        spellings = function_spellings(node) if isinstance(node, exp.Func) else {_first_token(node)}
+        spellings = function_spellings(node) if isinstance(node, exp.Func) else {first_token(node)}
         same = [n for n in node.root().walk(bfs=False) if type(n) is type(node)]
         rank = next((i for i, n in enumerate(same) if n is node), 0)
         found = [t.start for t in self.tokens if self._matches(t, frozenset(spellings))]

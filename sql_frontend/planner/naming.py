@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from ivm.sql_frontend.positions import meta_start
+from ivm.sql_frontend.anchors import meta_start
 
 
 def unique_names(names: list[str]) -> list[str]:
