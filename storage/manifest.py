@@ -11,6 +11,7 @@ never attached to an operator that did not write it.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -31,6 +32,11 @@ class Manifest:
     plan: str
     traces: tuple[TraceEntry, ...]
 
+    @classmethod
+    def of(cls, format: int, plan: str, traces: Iterable[TraceEntry]) -> Manifest:
+        """A manifest with its traces in a canonical order (by location)."""
+        return cls(format, plan, tuple(sorted(traces, key=lambda t: t.location)))
+
     def to_json(self) -> str:
         """The manifest as stored in the catalog."""
         return json.dumps(
@@ -49,10 +55,10 @@ class Manifest:
     def from_json(cls, text: str) -> Manifest:
         """Read a manifest written by ``to_json``."""
         data = json.loads(text)
-        return cls(
+        return cls.of(
             format=int(data["format"]),
             plan=str(data["plan"]),
-            traces=tuple(
+            traces=(
                 TraceEntry(
                     location=str(t["location"]),
                     columns=tuple((str(n), str(ty)) for n, ty in t["columns"]),

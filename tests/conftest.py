@@ -24,8 +24,7 @@ for folder in (str(TESTS.parent), str(TESTS)):
         sys.path.insert(0, folder)
 
 
-SPARK_PARTITIONS = 3
-"""Partitions of every Spark-mode session in the tests (more than the 2 local cores)."""
+from oracle.spark import SPARK_PARTITIONS  # noqa: E402 - needs the paths above
 
 
 @pytest.fixture(scope="session")

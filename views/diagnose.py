@@ -4,7 +4,8 @@ When DuckDB fails while a view computes its change (a cast that cannot
 succeed, an overflow…), its message quotes the SQL ivm generated. The user
 wrote none of that. ``explain_failure`` re-evaluates, one by one, the scalar
 expressions of the view's filters and projections over the rows they saw this
-epoch, and names the first that fails, written with the user's column names.
+epoch (in a transaction of its own: DuckDB refuses further work in one that
+failed), and names the first that fails, written with the user's column names.
 """
 
 from __future__ import annotations
@@ -18,8 +19,22 @@ from sqlglot import exp
 from ivm.circuit.circuit import Circuit
 from ivm.errors import ExecutionError
 from ivm.operators.base import Operator
+from ivm.views.definitions import ViewDef
 
 _GENERATED = re.compile(r"\n\s*\n?\s*LINE \d+:.*", re.DOTALL)
+
+
+class ViewFailed(ExecutionError):
+    """A view's SQL failed on this epoch's data (``view``; DuckDB's ``error``).
+
+    Raised inside the epoch's transaction, which DuckDB then refuses to use;
+    the session rolls back and replays the epoch to name the failing expression.
+    """
+
+    def __init__(self, view: ViewDef, error: BaseException) -> None:
+        super().__init__(f"view {view.name!r} failed on this batch: {duckdb_message(error)}")
+        self.view = view
+        self.error = error
 
 
 def duckdb_message(error: BaseException) -> str:
@@ -48,24 +63,60 @@ def explain_failure(
     change_of: Callable[[Operator], str | None],
     error: BaseException,
 ) -> ExecutionError:
-    """An ExecutionError naming the view and, when it can be found, the expression."""
+    """An ExecutionError naming the view and, when it can be found, the expression.
+
+    Each operator's input rows are fetched from ``con`` (an input that fails is
+    skipped: the culprit is further down), then its expressions are tried in a
+    scratch connection, where a failure spoils nothing.
+    """
     message = duckdb_message(error)
-    for op in circuit.operators:
-        for expression in op.node.row_expressions():
-            if not op.inputs:
+    timezone = con.execute("SELECT current_setting('TimeZone')").fetchall()[0][0]
+    scratch = duckdb.connect()
+    try:
+        scratch.execute(f"SET TimeZone = '{str(timezone).replace(chr(39), chr(39) * 2)}'")
+        for op in circuit.operators:
+            expressions = op.node.row_expressions()
+            if not expressions or not op.inputs:
                 continue
             try:
                 rows = change_of(op.inputs[0])
+                if rows is None:
+                    continue
+                scratch.register("__ivm_rows", con.sql(rows).to_arrow_table())
             except Exception:  # noqa: BLE001 - the input itself failed: look further down
                 continue
-            if rows is None:
-                continue
-            probe = expression.sql(dialect="duckdb")
-            try:
-                con.execute(f"SELECT {probe} FROM ({rows}) AS __in").fetchall()
-            except duckdb.Error as failure:
-                return ExecutionError(
-                    f"view {view!r}: evaluating {user_sql(expression)} failed on this batch: "
-                    f"{duckdb_message(failure)}"
-                )
+            for expression in expressions:
+                failure = _failure(scratch, expression)
+                if failure is not None:
+                    culprit, text = _narrowed(scratch, expression, failure)
+                    return ExecutionError(
+                        f"view {view!r}: evaluating {user_sql(culprit)} failed on this batch: "
+                        f"{text}"
+                    )
+    finally:
+        scratch.close()
     return ExecutionError(f"view {view!r} failed on this batch: {message}")
+
+
+def _failure(con: duckdb.DuckDBPyConnection, expression: exp.Expression) -> str | None:
+    """DuckDB's message when evaluating ``expression`` over the rows fails, else None."""
+    try:
+        con.execute(f"SELECT {expression.sql(dialect='duckdb')} FROM __ivm_rows").fetchall()
+    except duckdb.Error as error:
+        return duckdb_message(error)
+    return None
+
+
+def _narrowed(
+    con: duckdb.DuckDBPyConnection, expression: exp.Expression, message: str
+) -> tuple[exp.Expression, str]:
+    """The smallest part of a failing ``expression`` that fails on its own."""
+    for child in expression.iter_expressions():
+        if isinstance(child, (exp.Column, exp.Literal, exp.DataType)) or not child.find(
+            exp.Column
+        ):
+            continue
+        failure = _failure(con, child)
+        if failure is not None:
+            return _narrowed(con, child, failure)
+    return expression, message

@@ -25,7 +25,8 @@ from ivm.execution.embedded import EpochRunner, run_sql
 from ivm.plan.sql import W, column_list, consolidate_sql
 from ivm.storage.results import fetch_first
 from ivm.views.batches import normalize_batch
-from ivm.views.diagnose import explain_failure
+from ivm.views.definitions import ViewDef
+from ivm.views.diagnose import ViewFailed, explain_failure
 
 if TYPE_CHECKING:
     from ivm.views.session import Session
@@ -72,8 +73,25 @@ class Ingest(_Base):
     def _apply(self, batches: dict[str, pa.Table], upsert: bool) -> dict[str, str]:
         """Validate and apply every change inside the open transaction; returns the
         scratch tables holding each changed view's consolidated change."""
+        changes = self._table_changes(batches, upsert, check=True)
+        commits = [(self.names.relation_trace(n), sql) for n, sql in changes.items()]
+        runner = EpochRunner(self.con, self.names, changes)
+        changed_views: dict[str, str] = {}
+        for view in self._views.values():
+            scratch = self._view_change(runner, view, changes)
+            if scratch is not None:
+                changed_views[view.name] = scratch
+                commits.append((self.names.relation_trace(view.name), changes[view.name]))
+        for table, rows in runner.commits + commits:
+            self._append(table, rows)
+        return changed_views
+
+    def _table_changes(
+        self, batches: dict[str, pa.Table], upsert: bool, check: bool
+    ) -> dict[str, str]:
+        """Each table's change, consolidated into a scratch table (and, with ``check``,
+        checked against the rows it touches); returns SQL reading each, by table."""
         changes: dict[str, str] = {}
-        commits: list[tuple[str, str]] = []  # (trace table, query of rows to append)
         for name, batch in batches.items():
             table = self._tables[name]
             trace = self.names.relation_trace(name)
@@ -87,34 +105,50 @@ class Ingest(_Base):
                 self.con.execute(f"CREATE OR REPLACE TEMP TABLE {change} AS {source}").fetchall()
             finally:
                 self.con.unregister(registered)
-            check_change(self.con, table, f"SELECT * FROM {change}", trace)
+            if check:
+                check_change(self.con, table, f"SELECT * FROM {change}", trace)
             changes[name] = f"SELECT * FROM {change}"
-            commits.append((trace, f"SELECT * FROM {change}"))
-        runner = EpochRunner(self.con, self.names, changes)
-        changed_views: dict[str, str] = {}
-        for view in self._views.values():
-            if not view.sources & set(changes):
-                continue
-            scratch = self.names.change(view.name)
-            try:
-                delta = runner.run(view.circuit)
-                if delta is None:
-                    continue
-                run_sql(
-                    self.con,
-                    f"CREATE OR REPLACE TEMP TABLE {scratch} AS "
-                    f"{consolidate_sql(delta, view.schema.names)}",
-                )
-            except ExecutionError as error:
-                raise explain_failure(
-                    self.con, view.name, view.circuit, runner.change, error
-                ) from error
-            changes[view.name] = f"SELECT * FROM {scratch}"
-            changed_views[view.name] = scratch
-            commits.append((self.names.relation_trace(view.name), f"SELECT * FROM {scratch}"))
-        for table, rows in runner.commits + commits:
-            self._append(table, rows)
-        return changed_views
+        return changes
+
+    def _view_change(
+        self, runner: EpochRunner, view: ViewDef, changes: dict[str, str]
+    ) -> str | None:
+        """Compute ``view``'s consolidated change into its scratch table (recorded in
+        ``changes``); None when it has none. ViewFailed when its SQL fails."""
+        if not view.sources & set(changes):
+            return None
+        scratch = self.names.change(view.name)
+        try:
+            delta = runner.run(view.circuit)
+            if delta is None:
+                return None
+            consolidated = consolidate_sql(delta, view.schema.names)
+            run_sql(self.con, f"CREATE OR REPLACE TEMP TABLE {scratch} AS {consolidated}")
+        except ExecutionError as error:
+            raise ViewFailed(view, error) from error
+        changes[view.name] = f"SELECT * FROM {scratch}"
+        return scratch
+
+    def _explain_ingest(
+        self, batches: dict[str, pa.Table], upsert: bool, failure: ViewFailed
+    ) -> ExecutionError:
+        """The ingest's failure in the user's terms: the epoch is replayed in a throwaway
+        transaction up to the failing view, whose expressions are then tried one by one."""
+        self.con.execute("BEGIN TRANSACTION").fetchall()
+        try:
+            changes = self._table_changes(batches, upsert, check=False)
+            runner = EpochRunner(self.con, self.names, changes)
+            for view in self._views.values():
+                if view.name == failure.view.name:
+                    return explain_failure(
+                        self.con, view.name, view.circuit, runner.change, failure.error
+                    )
+                self._view_change(runner, view, changes)
+        except (duckdb.Error, IvmError):
+            pass
+        finally:
+            self.con.execute("ROLLBACK").fetchall()
+        return failure
 
     def _append(self, table: str, rows: str) -> None:
         """Append ``rows`` to the trace ``table`` and record how many for compaction."""

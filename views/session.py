@@ -35,7 +35,7 @@ from ivm.circuit.incrementalize import incrementalize
 from ivm.errors import ExecutionError, IvmError, SqlError, StateError
 from ivm.execution.embedded import describe, run_sql
 from ivm.passes import optimize
-from ivm.plan.node import Plan
+from ivm.plan.node import Plan, plain_sql
 from ivm.schema import Schema, TableSchema, quote
 from ivm.sql_frontend.planner import plan_query
 from ivm.sql_frontend.statements import CreateTable, CreateView, parse_script
@@ -45,6 +45,7 @@ from ivm.storage.naming import TableNames
 from ivm.storage.traces import Compactor
 from ivm.views.ddl import Ddl
 from ivm.views.definitions import TableInfo, ViewDef, ViewInfo, table_info, view_info
+from ivm.views.diagnose import ViewFailed
 from ivm.views.ingest import Ingest
 from ivm.views.state_file import claim, open_state, release
 from ivm.views.table_codec import table_from_json
@@ -173,14 +174,17 @@ class Session(Ddl, Ingest, ViewState):
         """
         self._check_open()
         statements = parse_script(sql)
-        with self._transaction():  # the whole script, or nothing
-            for statement in statements:
-                if isinstance(statement, CreateTable):
-                    self._create_table(statement)
-                elif isinstance(statement, CreateView):
-                    self._create_view(statement)
-                else:
-                    self._drop(statement)
+        try:
+            with self._transaction():  # the whole script, or nothing
+                for statement in statements:
+                    if isinstance(statement, CreateTable):
+                        self._create_table(statement)
+                    elif isinstance(statement, CreateView):
+                        self._create_view(statement)
+                    else:
+                        self._drop(statement)
+        except ViewFailed as failure:
+            raise self._explain_backfill(failure) from failure.error
 
     def ingest(
         self,
@@ -190,9 +194,12 @@ class Session(Ddl, Ingest, ViewState):
     ) -> dict[str, pa.Table]:
         """Apply one epoch of changes; returns every view's change (a consolidated Z-set)."""
         changes = self._prepared(table, batch, mode)
-        with self._transaction(ExecutionError):
-            deltas = self._apply(changes, upsert=mode == "upsert")
-            run_sql(self.con, self.catalog.advance_sql())
+        try:
+            with self._transaction(ExecutionError):
+                deltas = self._apply(changes, upsert=mode == "upsert")
+                run_sql(self.con, self.catalog.advance_sql())
+        except ViewFailed as failure:
+            raise self._explain_ingest(changes, mode == "upsert", failure) from failure.error
         self.catalog.epoch += 1
         result = {name: self._fetch_change(name, deltas) for name in self._views}
         self._compact()
@@ -220,6 +227,15 @@ class Session(Ddl, Ingest, ViewState):
         if view not in self._views:
             raise SqlError(f"no view named {view!r}")
         return self._views[view].circuit.explain()
+
+    def plain_sql(self, view: str) -> str:
+        """The view's logical plan as one ordinary DuckDB query over its tables and views:
+        what recomputing it from scratch runs (a second oracle for the planner)."""
+        self._check_open()
+        view = self._resolve(view)
+        if view not in self._views:
+            raise SqlError(f"no view named {view!r}")
+        return plain_sql(self._views[view].plan)
 
     def close(self) -> None:
         """Close the session; persistent state stays on disk. Closing twice is harmless."""

@@ -20,6 +20,8 @@ import re
 import warnings
 from typing import TYPE_CHECKING
 
+import duckdb
+
 from ivm.errors import ExecutionError, IvmError, IvmWarning, StateError
 from ivm.execution.embedded import EpochRunner, create_traces, run_sql
 from ivm.operators.base import STATE_FORMAT
@@ -28,7 +30,7 @@ from ivm.schema import Schema, quote
 from ivm.storage.manifest import Manifest, TraceEntry
 from ivm.storage.traces import create_reader, create_trace
 from ivm.views.definitions import ViewDef
-from ivm.views.diagnose import explain_failure
+from ivm.views.diagnose import ViewFailed, explain_failure
 
 if TYPE_CHECKING:
     from ivm.views.session import Session
@@ -88,9 +90,27 @@ class ViewState(_Base):
                 IvmWarning,
                 stacklevel=4,
             )
-            with self._transaction(StateError):
-                self._drop_view_state(view.name, stored)
-                self._build_view_state(view)
+            try:
+                with self._transaction(StateError):
+                    self._drop_view_state(view.name, stored)
+                    self._build_view_state(view)
+            except ViewFailed as failure:
+                raise StateError(
+                    f"view {view.name!r} cannot be rebuilt from its inputs: {failure}"
+                ) from failure.error
+
+    def _explain_backfill(self, failure: ViewFailed) -> ExecutionError:
+        """A new view's failure over existing rows in the user's terms (in a throwaway
+        transaction: the failed one is unusable)."""
+        self.con.execute("BEGIN TRANSACTION").fetchall()
+        try:
+            runner = EpochRunner(self.con, self.names, {}, backfill=True)
+            view = failure.view
+            return explain_failure(self.con, view.name, view.circuit, runner.change, failure.error)
+        except (duckdb.Error, IvmError):
+            return failure
+        finally:
+            self.con.execute("ROLLBACK").fetchall()
 
     def _manifest(self, view: ViewDef) -> Manifest:
         """The manifest of the state the view's circuit keeps today."""
@@ -103,7 +123,7 @@ class ViewState(_Base):
             for op, spec in view.circuit.traces()
         ]
         traces.append(TraceEntry(self.names.relation_trace(view.name), columns_of(view.schema), ()))
-        return Manifest(STATE_FORMAT, view.circuit.fingerprint, tuple(traces))
+        return Manifest.of(STATE_FORMAT, view.circuit.fingerprint, traces)
 
     def _check_state(self, view: ViewDef, manifest: Manifest) -> None:
         """Every trace the manifest lists is there with its columns; else StateError."""
@@ -155,9 +175,7 @@ class ViewState(_Base):
                 consolidated = consolidate_sql(delta, view.schema.names)
                 run_sql(self.con, f"INSERT INTO {trace} {consolidated}")
         except ExecutionError as error:
-            raise explain_failure(
-                self.con, view.name, view.circuit, runner.change, error
-            ) from error
+            raise ViewFailed(view, error) from error
         create_reader(self.con, view.name, trace, view.schema.names)
         self.catalog.set_manifest(view.name, self._manifest(view))
 

@@ -82,11 +82,11 @@ class AggregateCall:
         func = self.func
         if func == "count_star":
             body = "COUNT(*)"
-        elif func == "mode":
+        elif func == "mode":  # the most frequent value; among equals, the smallest
+            distinct = "DISTINCT " if self.distinct else ""
             body = (
-                "list_min(list_transform(map_entries(histogram("
-                f"{'DISTINCT ' if self.distinct else ''}{args[0]})), "
-                "__e -> struct_pack(c := -__e.value, k := __e.key))).k"
+                f"list_min(list_transform(map_entries(histogram({distinct}{args[0]})), "
+                "lambda __e: struct_pack(c := -CAST(__e.value AS BIGINT), k := __e.key))).k"
             )
         elif func in ("arg_min", "arg_max"):
             direction = " DESC" if func == "arg_max" else ""

@@ -16,7 +16,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 import pytest
-from conftest import SPARK_PARTITIONS
+from oracle.spark import SPARK_PARTITIONS
 from oracle.harness import Epoch, Harness, rows_of
 
 import ivm
@@ -309,8 +309,10 @@ def test_ddl_scripts_are_atomic(harness: Any, spark: Any) -> None:
 def test_explain_lists_the_spark_stages(harness: Any) -> None:
     text = harness.db.explain("revenue")
     assert f"spark stages ({SPARK_PARTITIONS} partitions)" in text
-    assert "join: in0 by [o.customer]; in1 by [c.name]" in text
-    assert "aggregate: in0 by [__k0]" in text and "stores the view" in text
+    # stages are named by their operator's kind and fingerprint, as their directories are
+    assert re.search(r"join-[0-9a-f]{12}: in0 by \[o.customer\]; in1 by \[c.name\]", text)
+    assert re.search(r"aggregate_per_key-[0-9a-f]{12}: in0 by \[__k0\]", text)
+    assert "stores the view" in text
 
 
 def test_state_is_reopened_with_its_partitions(spark: Any, tmp_path: Path) -> None:
@@ -367,3 +369,42 @@ def test_types_spark_cannot_carry_are_refused(spark: Any, tmp_path: Path) -> Non
         ]
     finally:
         db.close()
+
+
+# --- the front door and reopened state ------------------------------------------------------
+
+
+def test_workers_that_cannot_import_ivm_fail_connect_with_the_fix(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("ivm.views.spark.workers.PROBE_MODULE", "ivm_is_not_installed_here")
+    with pytest.raises(ivm.IvmError, match="cannot import ivm.*PYSPARK_PYTHON") as caught:
+        ivm.connect(tmp_path / "state", spark=spark, partitions=SPARK_PARTITIONS)
+    assert "ivm_is_not_installed_here" in str(caught.value)
+    assert not (tmp_path / "state").exists()  # refused before anything was written
+
+
+def test_a_changed_plan_rebuilds_the_view_on_spark(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "state"
+    harness = Harness([ORDERS, CUSTOMERS], connect=spark_connect(spark, path))
+    try:
+        harness.create_views({"count_by_region": "SELECT c.region, COUNT(*) AS n, "
+                              "SUM(o.qty) AS q FROM orders o JOIN customers c "
+                              "ON o.customer = c.name GROUP BY c.region"})
+        harness.apply(Epoch.of(SCRIPT[0]))
+        (view_dir,) = (path / "views").iterdir()
+        before = {d.name for d in view_dir.iterdir()}
+        assert any(name.startswith("aggregate-") for name in before)
+        # a planner change: the aggregate becomes a per-key recompute
+        monkeypatch.setattr("ivm.operators.aggregate.Aggregate.invertible_forms",
+                            lambda self: None)
+        with pytest.warns(ivm.IvmWarning, match="count_by_region"):
+            harness.reopen()
+        after = {d.name for d in view_dir.iterdir()}
+        assert any(name.startswith("aggregate_per_key-") for name in after)
+        assert not any(name.startswith("aggregate-") for name in after)  # no stale stage
+        harness.apply(Epoch.of(SCRIPT[1]))
+    finally:
+        harness.close()

@@ -202,7 +202,7 @@ class SparkModeSession(SparkReads, Session):
             for stage in self._stages_of(view.name)
             for table, schema, key in stage_traces(stage)
         ]
-        return Manifest(STATE_FORMAT, view.circuit.fingerprint, tuple(traces))
+        return Manifest.of(STATE_FORMAT, view.circuit.fingerprint, traces)
 
     def _check_state(self, view: ViewDef, manifest: Manifest) -> None:
         directory = self._directory(view.name)

@@ -69,10 +69,16 @@ _DECIMAL = re.compile(r"decimal\((\d+),(\d+)\)")
 
 def spark_type(wire: WireType) -> T.DataType:
     """The Spark type of a wire type."""
-    match = _DECIMAL.fullmatch(wire.spark)
+    return _spark_type(wire.spark)
+
+
+def _spark_type(name: str) -> T.DataType:
+    if name.startswith("array<") and name.endswith(">"):
+        return T.ArrayType(_spark_type(name[len("array<") : -1]), True)
+    match = _DECIMAL.fullmatch(name)
     if match:
         return T.DecimalType(int(match[1]), int(match[2]))
-    return _SPARK_TYPES[wire.spark]
+    return _SPARK_TYPES[name]
 
 
 def spark_struct(

@@ -6,7 +6,8 @@ UBIGINT as DECIMAL(20,0), UINTEGER as BIGINT…). A task casts each column to it
 carrier before handing Arrow to Spark, and back to the DuckDB type when it
 reads a batch, so DuckDB's semantics hold inside every task.
 
-Types with no faithful Spark counterpart (lists, structs, maps, intervals, TIME,
+Lists travel as Spark arrays of their elements' carriers. Types with no
+faithful Spark counterpart (structs, maps, fixed-size arrays, intervals, TIME,
 UUID…) are refused in Spark mode when a table or view is created.
 
 Inside Spark, internal DataFrames name their columns by position (``c0``, ``c1``,
@@ -76,9 +77,20 @@ def wire_type(duckdb_type: str) -> WireType:
         precision, scale = int(match[1]), int(match[2])
         spark = f"decimal({precision},{scale})"
         return WireType(duckdb_type, spelled, pa.decimal128(precision, scale), spark)
+    if spelled.endswith("[]"):  # a LIST: its elements travel as their own carrier
+        try:
+            inner = wire_type(duckdb_type[:-2])
+        except UnsupportedSQL:
+            raise UnsupportedSQL(
+                f"type {duckdb_type} cannot travel through Spark exactly: its elements cannot"
+            ) from None
+        return WireType(
+            duckdb_type, f"{inner.carrier}[]", pa.list_(inner.arrow), f"array<{inner.spark}>"
+        )
     raise UnsupportedSQL(
         f"type {duckdb_type} cannot travel through Spark exactly; Spark mode supports "
-        "booleans, integers, floats, DECIMAL, VARCHAR, BLOB, DATE and TIMESTAMP[TZ]"
+        "booleans, integers, floats, DECIMAL, VARCHAR, BLOB, DATE, TIMESTAMP[TZ] and lists "
+        "of them"
     )
 
 
