@@ -22,10 +22,11 @@ from ivm.sql_frontend.positions import TEXT_START, Locator, Origin
 
 @dataclass(frozen=True)
 class CreateTable:
-    """CREATE TABLE: the table's schema and constraints."""
+    """CREATE [OR REPLACE] TABLE: the table's schema and constraints."""
 
     table: TableSchema
     if_not_exists: bool = False
+    or_replace: bool = False
 
 
 @dataclass(frozen=True)
@@ -47,11 +48,12 @@ class CreateView:
 
 @dataclass(frozen=True)
 class Drop:
-    """DROP TABLE or DROP VIEW."""
+    """DROP TABLE or DROP VIEW; with ``cascade`` the views reading it are dropped too."""
 
     kind: str  # "TABLE" or "VIEW"
     name: str
     if_exists: bool = False
+    cascade: bool = False
 
 
 Statement = CreateTable | CreateView | Drop
@@ -138,7 +140,12 @@ class _Statement:
             if len(tables) != 1:
                 raise UnsupportedSQL(f"{self.at('DROP of several objects', tree)} is not supported")
             exists = bool(tree.args.get("exists"))
-            return Drop(kind=kind, name=self.name(tables[0]), if_exists=exists)
+            return Drop(
+                kind=kind,
+                name=self.name(tables[0]),
+                if_exists=exists,
+                cascade=bool(tree.args.get("cascade")),
+            )
         raise UnsupportedSQL(
             f"{self.at(tree.key.upper() + ' statement', tree)} is not supported: "
             "use CREATE TABLE, CREATE VIEW, DROP; change data with ingest()"
@@ -246,7 +253,11 @@ class _Statement:
                 )
         primary_key = tuple(by_lower[k.lower()] for k in primary_key)
         table = TableSchema(name, Schema(tuple(columns)), primary_key, frozenset(not_null))
-        return CreateTable(table=table, if_not_exists=bool(tree.args.get("exists")))
+        return CreateTable(
+            table=table,
+            if_not_exists=bool(tree.args.get("exists")),
+            or_replace=bool(tree.args.get("replace")),
+        )
 
 
 __all__ = [

@@ -23,6 +23,7 @@ from ivm.errors import IvmError, SqlError
 from ivm.execution.embedded import describe
 from ivm.plan.sql import W
 from ivm.schema import TableSchema
+from ivm.sql_frontend.positions import TEXT_START, Origin
 from ivm.sql_frontend.statements import CreateTable, CreateView, Drop
 from ivm.storage.traces import create_reader, create_trace
 from ivm.views.definitions import ViewDef
@@ -44,21 +45,22 @@ class Ddl(_Base):
         existing = self._resolve(table.name)
         if existing in self._tables and statement.if_not_exists:
             return
-        if existing in self._tables and getattr(statement, "or_replace", False):
+        if existing in self._tables and statement.or_replace:
             self._replace(existing, lambda: self._add_table(table))
             return
         self._check_new_name(table.name)
         self._add_table(table)
 
     def _create_view(self, statement: CreateView) -> None:
+        origin = statement.origin  # errors point into the script the user passed
         existing = self._resolve(statement.name)
         if existing in self._views and statement.if_not_exists:
             return
         if existing in self._views and statement.or_replace:
-            self._replace(existing, lambda: self._add_view(statement.name, statement.sql))
+            self._replace(existing, lambda: self._add_view(statement.name, statement.sql, origin))
             return
         self._check_new_name(statement.name)
-        self._add_view(statement.name, statement.sql)
+        self._add_view(statement.name, statement.sql, origin)
 
     def _drop(self, statement: Drop) -> None:
         name = self._resolve(statement.name)
@@ -68,7 +70,7 @@ class Ddl(_Base):
                 return
             raise SqlError(f"DROP {statement.kind}: no {statement.kind.lower()} named {name!r}")
         dependents = self._dependents(name)
-        if dependents and not getattr(statement, "cascade", False):
+        if dependents and not statement.cascade:
             names = ", ".join(repr(d.name) for d in dependents)
             raise SqlError(
                 f"cannot drop {name!r}: view(s) {names} read it; drop them first, "
@@ -144,13 +146,13 @@ class Ddl(_Base):
 
     # -- views -------------------------------------------------------------------------------
 
-    def _add_view(self, name: str, sql: str) -> None:
-        view = self._register_view(name, sql)
+    def _add_view(self, name: str, sql: str, origin: Origin = TEXT_START) -> None:
+        view = self._register_view(name, sql, origin)
         self.catalog.add("view", name, sql)
         self._build_view_state(view)
 
-    def _register_view(self, name: str, sql: str) -> ViewDef:
-        plan = self._plan(sql)
+    def _register_view(self, name: str, sql: str, origin: Origin = TEXT_START) -> ViewDef:
+        plan = self._plan(sql, origin)
         view = ViewDef(name, sql, plan, self._circuit(plan, name), plan.schema)
         self._views[name] = view
         return view

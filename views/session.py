@@ -38,6 +38,7 @@ from ivm.passes import optimize
 from ivm.plan.node import Plan, plain_sql
 from ivm.schema import Schema, TableSchema, quote
 from ivm.sql_frontend.planner import plan_query
+from ivm.sql_frontend.positions import TEXT_START, Origin
 from ivm.sql_frontend.statements import CreateTable, CreateView, parse_script
 from ivm.storage.catalog import Catalog, CatalogError
 from ivm.storage.manifest import Manifest
@@ -268,10 +269,10 @@ class Session(Ddl, Ingest, ViewState):
             raise SqlError(f"no table or view named {name!r}")
         return name
 
-    def _plan(self, sql: str) -> Plan:
+    def _plan(self, sql: str, origin: Origin = TEXT_START) -> Plan:
         relations = {n: t.schema for n, t in self._tables.items()}
         relations.update({n: v.schema for n, v in self._views.items()})
-        return plan_query(sql, relations, self._describe)
+        return plan_query(sql, relations, self._describe, origin=origin)
 
     def _circuit(self, plan: Plan, name: str) -> Circuit:
         """The incremental circuit this session runs for a view's plan."""
