@@ -17,10 +17,10 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from oracle.spark import SPARK_PARTITIONS
 from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 from oracle.harness import MODES, Epoch, Harness, run_workload
+from oracle.spark import SPARK_PARTITIONS
 
 import ivm
 

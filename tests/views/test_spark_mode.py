@@ -16,8 +16,8 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 import pytest
-from oracle.spark import SPARK_PARTITIONS
 from oracle.harness import Epoch, Harness, rows_of
+from oracle.spark import SPARK_PARTITIONS
 
 import ivm
 from ivm.execution.spark.executor import FailurePoint

@@ -22,6 +22,7 @@ as traces are: never by position.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+
 from ivm.circuit.circuit import Circuit
 from ivm.execution.spark.wire import wire_type, wire_types
 from ivm.operators.base import Operator
