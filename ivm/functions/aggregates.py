@@ -208,7 +208,9 @@ class AggregateFunction:
     maintenance and recomputation); ``weighted``: SQL of the function over live
     rows each standing for ``__w`` copies (``{x}``/``{y}`` the argument columns,
     ``{w}`` the weight, ``{filter}`` where a FILTER clause goes), or None when it
-    needs the rows expanded into copies.
+    needs the rows expanded into copies; ``plain``: its SQL over ordinary rows when
+    that is not ``NAME(args…)`` (``{x}``/``{y}`` the arguments, ``{distinct}``);
+    ``skips_nulls``: rows with a NULL argument do not take part.
     """
 
     name: str
@@ -218,6 +220,8 @@ class AggregateFunction:
     distinct: bool = True
     weighted: str | None = None
     invertible: Callable[[str], Invertible | None] = field(default=lambda _: None)
+    plain: str | None = None
+    skips_nulls: bool = False
 
     def invertible_for(self, types: Sequence[str], distinct: bool) -> Invertible | None:
         """The invertible form for arguments of ``types``; None means per key."""
@@ -226,8 +230,14 @@ class AggregateFunction:
         return self.invertible(types[0] if types else "")
 
 
+MODE_SQL = (
+    "list_min(list_transform(map_entries(histogram({distinct}{x})), "
+    "lambda __e: struct_pack(c := -CAST(__e.value AS BIGINT), k := __e.key))).k"
+)
+"""MODE, deterministic: the most frequent value, and among equally frequent ones the smallest."""
+
 _FUNCTIONS = (
-    AggregateFunction("count_star", columns=0, distinct=False,
+    AggregateFunction("count_star", columns=0, distinct=False, plain="COUNT(*)",
                       weighted="COALESCE(SUM({w}){filter}, 0)", invertible=_count_star),
     AggregateFunction(
         "count",
@@ -252,9 +262,12 @@ _FUNCTIONS = (
     AggregateFunction("median"),
     AggregateFunction("quantile_cont", constants=(1, 1)),
     AggregateFunction("quantile_disc", constants=(1, 1)),
-    AggregateFunction("mode"),
-    AggregateFunction("arg_min", columns=2, distinct=False),
-    AggregateFunction("arg_max", columns=2, distinct=False),
+    AggregateFunction("mode", plain=MODE_SQL),
+    # deterministic: among the rows holding the extreme, the smallest argument
+    AggregateFunction("arg_min", columns=2, distinct=False, skips_nulls=True,
+                      plain="first({x} ORDER BY {y}, {x})"),
+    AggregateFunction("arg_max", columns=2, distinct=False, skips_nulls=True,
+                      plain="first({x} ORDER BY {y} DESC, {x})"),
     AggregateFunction("string_agg", constants=(0, 1), ordered="required"),
     AggregateFunction("list", ordered="required"),
 )

@@ -78,28 +78,20 @@ class AggregateCall:
         ties by the aggregated values.
         """
         args = [quote(a) for a in self.args]
+        function = self.function
         conditions = [quote(self.filter)] if self.filter else []
-        func = self.func
-        if func == "count_star":
-            body = "COUNT(*)"
-        elif func == "mode":  # the most frequent value; among equals, the smallest
-            distinct = "DISTINCT " if self.distinct else ""
-            body = (
-                f"list_min(list_transform(map_entries(histogram({distinct}{args[0]})), "
-                "lambda __e: struct_pack(c := -CAST(__e.value AS BIGINT), k := __e.key))).k"
-            )
-        elif func in ("arg_min", "arg_max"):
-            direction = " DESC" if func == "arg_max" else ""
-            body = f"first({args[0]} ORDER BY {args[1]}{direction}, {args[0]})"
+        if function.skips_nulls:
             conditions += [f"{a} IS NOT NULL" for a in args]
+        distinct = "DISTINCT " if self.distinct else ""
+        if function.plain is not None:
+            body = function.plain.format(distinct=distinct, **dict(zip("xy", args, strict=False)))
         else:
             inner = ", ".join([*args, *(sql_of(c) for c in self.constants)])
             order = [k.sql() for k in self.order]
             if self.order:  # ties broken by the values themselves: deterministic
                 order += [f"{a} NULLS LAST" for a in args]
             ordered = f" ORDER BY {', '.join(order)}" if order else ""
-            distinct = "DISTINCT " if self.distinct else ""
-            body = f"{func.upper()}({distinct}{inner}{ordered})"
+            body = f"{self.func.upper()}({distinct}{inner}{ordered})"
         if conditions:
             body += f" FILTER (WHERE {' AND '.join(conditions)})"
         return body
