@@ -209,7 +209,8 @@ class AggregateFunction:
     rows each standing for ``__w`` copies (``{x}``/``{y}`` the argument columns,
     ``{w}`` the weight, ``{filter}`` where a FILTER clause goes), or None when it
     needs the rows expanded into copies; ``plain``: its SQL over ordinary rows when
-    that is not ``NAME(args…)`` (``{x}``/``{y}`` the arguments, ``{distinct}``);
+    that is not ``NAME(args…)`` (``{x}``/``{y}`` the arguments, ``{distinct}``,
+    ``{filter}`` where its FILTER clause goes);
     ``skips_nulls``: rows with a NULL argument do not take part.
     """
 
@@ -231,13 +232,13 @@ class AggregateFunction:
 
 
 MODE_SQL = (
-    "list_min(list_transform(map_entries(histogram({distinct}{x})), "
+    "list_min(list_transform(map_entries(histogram({distinct}{x}){filter}), "
     "lambda __e: struct_pack(c := -CAST(__e.value AS BIGINT), k := __e.key))).k"
 )
 """MODE, deterministic: the most frequent value, and among equally frequent ones the smallest."""
 
 _FUNCTIONS = (
-    AggregateFunction("count_star", columns=0, distinct=False, plain="COUNT(*)",
+    AggregateFunction("count_star", columns=0, distinct=False, plain="COUNT(*){filter}",
                       weighted="COALESCE(SUM({w}){filter}, 0)", invertible=_count_star),
     AggregateFunction(
         "count",
@@ -265,9 +266,9 @@ _FUNCTIONS = (
     AggregateFunction("mode", plain=MODE_SQL),
     # deterministic: among the rows holding the extreme, the smallest argument
     AggregateFunction("arg_min", columns=2, distinct=False, skips_nulls=True,
-                      plain="first({x} ORDER BY {y}, {x})"),
+                      plain="first({x} ORDER BY {y}, {x}){filter}"),
     AggregateFunction("arg_max", columns=2, distinct=False, skips_nulls=True,
-                      plain="first({x} ORDER BY {y} DESC, {x})"),
+                      plain="first({x} ORDER BY {y} DESC, {x}){filter}"),
     AggregateFunction("string_agg", constants=(0, 1), ordered="required"),
     AggregateFunction("list", ordered="required"),
 )

@@ -83,18 +83,16 @@ class AggregateCall:
         if function.skips_nulls:
             conditions += [f"{a} IS NOT NULL" for a in args]
         distinct = "DISTINCT " if self.distinct else ""
+        where = f" FILTER (WHERE {' AND '.join(conditions)})" if conditions else ""
         if function.plain is not None:
-            body = function.plain.format(distinct=distinct, **dict(zip("xy", args, strict=False)))
-        else:
-            inner = ", ".join([*args, *(sql_of(c) for c in self.constants)])
-            order = [k.sql() for k in self.order]
-            if self.order:  # ties broken by the values themselves: deterministic
-                order += [f"{a} NULLS LAST" for a in args]
-            ordered = f" ORDER BY {', '.join(order)}" if order else ""
-            body = f"{self.func.upper()}({distinct}{inner}{ordered})"
-        if conditions:
-            body += f" FILTER (WHERE {' AND '.join(conditions)})"
-        return body
+            names = dict(zip("xy", args, strict=False))
+            return function.plain.format(distinct=distinct, filter=where, **names)
+        inner = ", ".join([*args, *(sql_of(c) for c in self.constants)])
+        order = [k.sql() for k in self.order]
+        if self.order:  # ties broken by the values themselves: deterministic
+            order += [f"{a} NULLS LAST" for a in args]
+        ordered = f" ORDER BY {', '.join(order)}" if order else ""
+        return f"{self.func.upper()}({distinct}{inner}{ordered}){where}"
 
     def describe(self) -> str:
         """The call for explain."""
