@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ivm.storage.sqltext import W, quote
+from ivm.storage.sqltext import W
 
 SMALL_INTEGERS = frozenset(
     {"TINYINT", "SMALLINT", "INTEGER", "UTINYINT", "USMALLINT", "UINTEGER"}
@@ -302,6 +302,5 @@ __all__ = [
     "decimal_scale",
     "is_exact_number",
     "lookup",
-    "quote",
     "weighted_sql",
 ]
