@@ -127,6 +127,12 @@ class _Statement:
     def read(self, tree: exp.Expression) -> Statement:
         if isinstance(tree, exp.Create):
             kind = (tree.args.get("kind") or "").upper()
+            properties = tree.args.get("properties")
+            if properties is not None and properties.find(exp.TemporaryProperty):
+                raise UnsupportedSQL(
+                    f"{self.at('CREATE TEMPORARY ' + kind, tree)} is not supported: ivm's "
+                    "tables and views are kept in its state; create a plain one (and drop it)"
+                )
             if kind == "TABLE":
                 return self.create_table(tree)
             if kind == "VIEW":

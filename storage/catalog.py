@@ -8,8 +8,9 @@ Each view has a *manifest* (``storage.manifest``): the state it keeps, as the
 engine that wrote it described it. A reopening session compares it with what
 the engine plans today before any state is used.
 
-Format 1 (no manifests) is upgraded in place to format 2: its views have no
-manifest, so the session rebuilds them from their inputs.
+Format 1 (no manifests) is upgraded in place to format 2 once the session has
+accepted it (``upgrade``, in the transaction that rebuilds its views, which
+have no manifest); a session that refuses it leaves it untouched.
 """
 
 from __future__ import annotations
@@ -39,27 +40,19 @@ class Catalog:
 
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.con = con
-        present = _tables(con)
-        if META not in present:
-            if present:
+        if META not in _tables(con):
+            foreign = _user_objects(con)
+            if foreign:
                 raise CatalogError(
-                    "the database holds tables but is not ivm state "
-                    f"({', '.join(sorted(present)[:5])}…); ivm keeps its own state: "
+                    "the database holds objects but is not ivm state "
+                    f"({', '.join(foreign[:5])}); ivm keeps its own state: "
                     "point ivm.connect at a new path"
                 )
-            con.execute(f"CREATE TABLE {META} (format INTEGER, epoch BIGINT)").fetchall()
-            con.execute(f"INSERT INTO {META} VALUES ({FORMAT_VERSION}, 0)").fetchall()
-            con.execute(
-                f"CREATE TABLE {ENTRIES} "
-                "(seq BIGINT, kind VARCHAR, name VARCHAR, definition VARCHAR)"
-            ).fetchall()
-            _create_manifests(con)
+            self._create()
         row = fetch_first(con, f"SELECT format, epoch FROM {META}")
         self.upgraded_from: int | None = None
         if row is not None and row[0] in UPGRADABLE:
-            self.upgraded_from = int(row[0])
-            _create_manifests(con)
-            con.execute(f"UPDATE {META} SET format = {FORMAT_VERSION}").fetchall()
+            self.upgraded_from = int(row[0])  # upgraded by ``upgrade``, once accepted
         elif row is None or row[0] != FORMAT_VERSION:
             raise CatalogError(
                 f"state was written by another ivm format ({row[0] if row else 'none'}); "
@@ -67,15 +60,47 @@ class Catalog:
             )
         self.epoch = int(row[1])
 
+    def _create(self) -> None:
+        """The bookkeeping tables of new state, in one transaction."""
+        self.con.execute("BEGIN TRANSACTION").fetchall()
+        try:
+            self.con.execute(
+                f"CREATE TABLE {META} (format INTEGER, epoch BIGINT, created BIGINT)"
+            ).fetchall()
+            self.con.execute(f"INSERT INTO {META} VALUES ({FORMAT_VERSION}, 0, 0)").fetchall()
+            self.con.execute(
+                f"CREATE TABLE {ENTRIES} "
+                "(seq BIGINT, kind VARCHAR, name VARCHAR, definition VARCHAR)"
+            ).fetchall()
+            _create_manifests(self.con)
+            self.con.execute("COMMIT").fetchall()
+        except BaseException:
+            self.con.execute("ROLLBACK").fetchall()
+            raise
+
+    def upgrade(self) -> None:
+        """Bring state of an older format to this one (in the caller's transaction): a
+        manifest table, and a creation counter that never goes back."""
+        if self.upgraded_from is None:
+            return
+        _create_manifests(self.con)
+        self.con.execute(f"ALTER TABLE {META} ADD COLUMN IF NOT EXISTS created BIGINT").fetchall()
+        self.con.execute(
+            f"UPDATE {META} SET format = {FORMAT_VERSION}, "
+            f"created = (SELECT COALESCE(MAX(seq), 0) FROM {ENTRIES})"
+        ).fetchall()
+
     def entries(self) -> list[tuple[str, str, str]]:
         """(kind, name, definition) of every table and view, in creation order."""
         rows = self.con.execute(f"SELECT kind, name, definition FROM {ENTRIES} ORDER BY seq")
         return [(r[0], r[1], r[2]) for r in rows.fetchall()]
 
     def add(self, kind: str, name: str, definition: str) -> None:
-        """Record a new table (``definition``: its JSON schema) or view (its SQL)."""
+        """Record a new table (``definition``: its JSON schema) or view (its SQL), with a
+        creation number never used before (not even by a dropped table or view)."""
+        self.con.execute(f"UPDATE {META} SET created = created + 1").fetchall()
         self.con.execute(
-            f"INSERT INTO {ENTRIES} SELECT COALESCE(MAX(seq), 0) + 1, ?, ?, ? FROM {ENTRIES}",
+            f"INSERT INTO {ENTRIES} SELECT created, ?, ?, ? FROM {META}",
             [kind, name, definition],
         ).fetchall()
 
@@ -89,12 +114,20 @@ class Catalog:
     def remove(self, name: str) -> None:
         """Forget a dropped table or view (and its manifest)."""
         self.con.execute(f"DELETE FROM {ENTRIES} WHERE name = ?", [name]).fetchall()
-        self.con.execute(f"DELETE FROM {MANIFESTS} WHERE name = ?", [name]).fetchall()
+        if MANIFESTS in _tables(self.con):
+            self.con.execute(f"DELETE FROM {MANIFESTS} WHERE name = ?", [name]).fetchall()
 
     def manifest(self, name: str) -> Manifest | None:
         """The stored manifest of view ``name`` (None: none was written, format 1)."""
+        if self.upgraded_from is not None and MANIFESTS not in _tables(self.con):
+            return None
         row = fetch_first(self.con, f"SELECT manifest FROM {MANIFESTS} WHERE name = ?", [name])
-        return Manifest.from_json(str(row[0])) if row else None
+        if row is None:
+            return None
+        try:
+            return Manifest.from_json(str(row[0]))
+        except (ValueError, KeyError, TypeError) as error:
+            raise CatalogError(f"the manifest of view {name!r} is unreadable: {error}") from None
 
     def set_manifest(self, name: str, manifest: Manifest) -> None:
         """Record (or replace) the manifest of view ``name``."""
@@ -118,6 +151,18 @@ class Catalog:
     def advance_sql(self) -> str:
         """The statement that moves the stored epoch one step (run in the epoch's transaction)."""
         return f"UPDATE {META} SET epoch = epoch + 1"
+
+
+def _user_objects(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Tables, views, sequences and macros someone other than ivm put in the database."""
+    found = con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE NOT temporary "
+        "UNION ALL SELECT view_name FROM duckdb_views() WHERE NOT internal AND NOT temporary "
+        "UNION ALL SELECT sequence_name FROM duckdb_sequences() WHERE NOT temporary "
+        "UNION ALL SELECT function_name FROM duckdb_functions() "
+        "WHERE function_type IN ('macro', 'table_macro') AND NOT internal"
+    ).fetchall()
+    return sorted(str(r[0]) for r in found)
 
 
 def _tables(con: duckdb.DuckDBPyConnection) -> set[str]:

@@ -1,4 +1,5 @@
-"""Names of the DuckDB tables that hold ivm's state (the ``ivm.state.StateStore`` protocol).
+"""Names of the DuckDB tables that hold ivm's state (implements the engine's
+``ivm.execution.state.StateStore`` protocol).
 
 User-chosen names only ever appear inside quoted identifiers.
 """

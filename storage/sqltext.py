@@ -1,6 +1,6 @@
 """SQL text for Z-sets stored in DuckDB: quoting, column lists, consolidation.
 
-The lowest layer of SQL building, shared by the engine (``ivm.render``) and by
+The lowest layer of SQL building, shared by the engine (``ivm.plan.sql``) and by
 storage (traces, readers). Knows rows and weights, nothing about operators.
 """
 

@@ -44,6 +44,8 @@ T = ("CREATE TABLE t (g INTEGER, x INTEGER, big BIGINT, d DECIMAL(12,2), f DOUBL
 # A unique id, so lists ordered by it have no ties.
 ITEMS = "CREATE TABLE items (id INTEGER PRIMARY KEY, g INTEGER, x INTEGER, s VARCHAR)"
 LABELS = "CREATE TABLE labels (g INTEGER PRIMARY KEY, label VARCHAR)"
+# Arguments whose sums are not plain numbers: BOOLEAN, REAL (summed as DOUBLE), TIMESTAMP.
+TYPED = "CREATE TABLE typed (g INTEGER, b BOOLEAN, ts TIMESTAMP, r REAL, dt DATE)"
 # Large values with a small spread: a variance from Σx² − (Σx)²/n in doubles cancels.
 WIDE = "CREATE TABLE wide (g INTEGER, i INTEGER, b BIGINT, d DECIMAL(12,2), f DOUBLE)"
 
@@ -88,6 +90,12 @@ CASES: dict[str, Case] = {
                             "SUM(d) AS sd, AVG(d) AS ad, MIN(d) AS lo, MAX(s) AS hi, "
                             "BOOL_AND(ok) AS a, BOOL_OR(ok) AS o, COUNT(DISTINCT big) AS cb, "
                             "SUM(DISTINCT big) AS sb, AVG(DISTINCT d) AS adx FROM t GROUP BY g",
+    }, {}),
+    "argument_types": ([TYPED], {
+        # MIN makes the GROUP BY per key: SUM and AVG are then evaluated over weighted rows
+        "per_key": "SELECT g, SUM(b) AS sb, AVG(ts) AS ats, SUM(r) AS sr, AVG(r) AS ar, "
+                   "MIN(dt) AS md, SUM(b) FILTER (WHERE r > 0.2) AS sbf FROM typed GROUP BY g",
+        "global": "SELECT SUM(b) AS sb, AVG(ts) AS ats, SUM(r) AS sr, MAX(ts) AS mt FROM typed",
     }, {}),
     "ordered_lists": ([ITEMS, T], {
         "by_id": "SELECT g, STRING_AGG(s, ',' ORDER BY id) AS sa, LIST(x ORDER BY id) AS xs, "
@@ -608,7 +616,7 @@ SPARK_GROUPS: dict[str, list[tuple[str, str]]] = {
     "invertible_and_distinct": [
         ("variance_and_bool", "exact_variance"), ("variance_and_bool", "recomputed_variance"),
         ("variance_and_bool", "bools"), ("distinct", "distinct_calls"),
-        ("filter", "filter_weighted"),
+        ("filter", "filter_weighted"), ("argument_types", "per_key"),
     ],
     "lists_and_ranks": [
         ("ordered_lists", "keys_and_nulls"), ("ordered_lists", "tied_order"),

@@ -27,6 +27,7 @@ from ivm.sql_frontend.positions import TEXT_START, Origin
 from ivm.sql_frontend.statements import CreateTable, CreateView, Drop
 from ivm.storage.traces import create_reader, create_trace
 from ivm.views.definitions import ViewDef
+from ivm.views.diagnose import ViewFailed
 from ivm.views.table_codec import table_to_json
 
 if TYPE_CHECKING:
@@ -91,6 +92,8 @@ class Ddl(_Base):
         for dependent in dependents:
             try:
                 self._add_view(dependent.name, dependent.sql)
+            except ViewFailed:  # explained (the failing expression named) by execute()
+                raise
             except IvmError as error:
                 raise type(error)(
                     f"view {dependent.name!r} reads {name!r} and cannot be created again over "

@@ -24,6 +24,12 @@ from ivm.views.definitions import ViewDef
 _GENERATED = re.compile(r"\n\s*\n?\s*LINE \d+:.*", re.DOTALL)
 
 
+BATCH = "on this batch"
+EXISTING = "on the rows already there"
+"""What a view was evaluating when it failed: a batch's change, or (filling a new or
+rebuilt view) the existing rows."""
+
+
 class ViewFailed(ExecutionError):
     """A view's SQL failed on this epoch's data (``view``; DuckDB's ``error``).
 
@@ -31,10 +37,11 @@ class ViewFailed(ExecutionError):
     the session rolls back and replays the epoch to name the failing expression.
     """
 
-    def __init__(self, view: ViewDef, error: BaseException) -> None:
-        super().__init__(f"view {view.name!r} failed on this batch: {duckdb_message(error)}")
+    def __init__(self, view: ViewDef, error: BaseException, during: str = BATCH) -> None:
+        super().__init__(f"view {view.name!r} failed {during}: {duckdb_message(error)}")
         self.view = view
         self.error = error
+        self.during = during
 
 
 def duckdb_message(error: BaseException) -> str:
@@ -62,6 +69,7 @@ def explain_failure(
     circuit: Circuit,
     change_of: Callable[[Operator], str | None],
     error: BaseException,
+    during: str = BATCH,
 ) -> ExecutionError:
     """An ExecutionError naming the view and, when it can be found, the expression.
 
@@ -90,12 +98,11 @@ def explain_failure(
                 if failure is not None:
                     culprit, text = _narrowed(scratch, expression, failure)
                     return ExecutionError(
-                        f"view {view!r}: evaluating {user_sql(culprit)} failed on this batch: "
-                        f"{text}"
+                        f"view {view!r}: evaluating {user_sql(culprit)} failed {during}: {text}"
                     )
     finally:
         scratch.close()
-    return ExecutionError(f"view {view!r} failed on this batch: {message}")
+    return ExecutionError(f"view {view!r} failed {during}: {message}")
 
 
 def _failure(con: duckdb.DuckDBPyConnection, expression: exp.Expression) -> str | None:

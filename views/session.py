@@ -114,12 +114,12 @@ class Session(Ddl, Ingest, ViewState):
             self._check_mode()
             self._load()
             self._opened()
-        except IvmError:
-            self.close()
-            raise
         except duckdb.Error as error:
             self.close()
             raise StateError(f"state at {self.path} is unusable: {error}") from error
+        except BaseException:
+            self.close()
+            raise
 
     def _check_open(self) -> None:
         if self._closed:
@@ -143,7 +143,11 @@ class Session(Ddl, Ingest, ViewState):
         self._check_tables_present()
 
     def _opened(self) -> None:
-        """Make the loaded state ready: rebuild views whose state was for another plan."""
+        """Make the loaded state ready: upgrade an older format, and rebuild the views whose
+        state was computed for another plan."""
+        if self.catalog.upgraded_from is not None:
+            with self._transaction(StateError):
+                self.catalog.upgrade()
         self._rebuild_pending()
 
     # -- public API --------------------------------------------------------------------------
@@ -156,6 +160,7 @@ class Session(Ddl, Ingest, ViewState):
     @property
     def tables(self) -> Mapping[str, TableInfo]:
         """Every base table by name, with its columns and its SQL (read-only)."""
+        self._check_open()
         return MappingProxyType(
             {n: table_info(t, self.arrow_schemas[n]) for n, t in self._tables.items()}
         )
@@ -163,6 +168,7 @@ class Session(Ddl, Ingest, ViewState):
     @property
     def views(self) -> Mapping[str, ViewInfo]:
         """Every maintained view by name, with its columns and its SQL (read-only)."""
+        self._check_open()
         return MappingProxyType(
             {n: view_info(v, self._arrow_schema(v.schema)) for n, v in self._views.items()}
         )

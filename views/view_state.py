@@ -27,10 +27,11 @@ from ivm.execution.embedded import EpochRunner, create_traces, run_sql
 from ivm.operators.base import STATE_FORMAT
 from ivm.plan.sql import consolidate_sql
 from ivm.schema import Schema, quote
+from ivm.storage.catalog import CatalogError
 from ivm.storage.manifest import Manifest, TraceEntry
 from ivm.storage.traces import create_reader, create_trace
 from ivm.views.definitions import ViewDef
-from ivm.views.diagnose import ViewFailed, explain_failure
+from ivm.views.diagnose import EXISTING, ViewFailed, explain_failure
 
 if TYPE_CHECKING:
     from ivm.views.session import Session
@@ -62,7 +63,10 @@ class ViewState(_Base):
             view = self._register_view(name, sql)
         except IvmError as error:
             raise StateError(f"stored view {name!r} cannot be planned: {error}") from error
-        stored = self.catalog.manifest(name)
+        try:
+            stored = self.catalog.manifest(name)
+        except CatalogError as error:
+            raise StateError(f"state at {self.path} is damaged: {error}") from error
         expected = self._manifest(view)
         if stored == expected:
             self._check_state(view, expected)
@@ -70,7 +74,7 @@ class ViewState(_Base):
         if stored is not None:
             why = "; ".join(stored.differences(expected))
         else:
-            why = f"the state predates manifests (ivm format {self.catalog.upgraded_from})"
+            why = "the state has no manifest: an older ivm wrote it"
         if self.on_plan_change == "refuse":
             raise StateError(
                 f"view {name!r}: its stored state was computed for another plan ({why}); "
@@ -93,7 +97,7 @@ class ViewState(_Base):
             try:
                 with self._transaction(StateError):
                     self._drop_view_state(view.name, stored)
-                    self._build_view_state(view)
+                    self._build_view_state(view, rebuild=True)
             except ViewFailed as failure:
                 raise StateError(
                     f"view {view.name!r} cannot be rebuilt from its inputs: {failure}"
@@ -106,7 +110,9 @@ class ViewState(_Base):
         try:
             runner = EpochRunner(self.con, self.names, {}, backfill=True)
             view = failure.view
-            return explain_failure(self.con, view.name, view.circuit, runner.change, failure.error)
+            return explain_failure(
+                self.con, view.name, view.circuit, runner.change, failure.error, EXISTING
+            )
         except (duckdb.Error, IvmError):
             return failure
         finally:
@@ -161,8 +167,9 @@ class ViewState(_Base):
 
     # -- building and dropping ---------------------------------------------------------------
 
-    def _build_view_state(self, view: ViewDef) -> None:
-        """Create the view's traces and fill them from its inputs (backfill)."""
+    def _build_view_state(self, view: ViewDef, rebuild: bool = False) -> None:
+        """Create the view's traces and fill them from its inputs (backfill); ``rebuild``:
+        in place of state computed for another plan (dropped already, here)."""
         trace = self.names.relation_trace(view.name)
         create_trace(self.con, trace, list(columns_of(view.schema)))
         create_traces(self.con, self.names, view.circuit)
@@ -175,7 +182,7 @@ class ViewState(_Base):
                 consolidated = consolidate_sql(delta, view.schema.names)
                 run_sql(self.con, f"INSERT INTO {trace} {consolidated}")
         except ExecutionError as error:
-            raise ViewFailed(view, error) from error
+            raise ViewFailed(view, error, EXISTING) from error
         create_reader(self.con, view.name, trace, view.schema.names)
         self.catalog.set_manifest(view.name, self._manifest(view))
 

@@ -211,7 +211,8 @@ class AggregateFunction:
     needs the rows expanded into copies; ``plain``: its SQL over ordinary rows when
     that is not ``NAME(args…)`` (``{x}``/``{y}`` the arguments, ``{distinct}``,
     ``{filter}`` where its FILTER clause goes);
-    ``skips_nulls``: rows with a NULL argument do not take part.
+    ``skips_nulls``: rows with a NULL argument do not take part; ``weighs_values``: the
+    weighted form multiplies values by weights, so it serves numbers only.
     """
 
     name: str
@@ -223,6 +224,7 @@ class AggregateFunction:
     invertible: Callable[[str], Invertible | None] = field(default=lambda _: None)
     plain: str | None = None
     skips_nulls: bool = False
+    weighs_values: bool = False
 
     def invertible_for(self, types: Sequence[str], distinct: bool) -> Invertible | None:
         """The invertible form for arguments of ``types``; None means per key."""
@@ -245,11 +247,13 @@ _FUNCTIONS = (
         weighted="COALESCE(SUM(CASE WHEN {x} IS NULL THEN 0 ELSE {w} END){filter}, 0)",
         invertible=_count,
     ),
-    AggregateFunction("sum", weighted="SUM({x} * CAST({w} AS HUGEINT)){filter}", invertible=_sum),
+    AggregateFunction("sum", weighted="SUM({x} * CAST({w} AS HUGEINT)){filter}",
+                      weighs_values=True, invertible=_sum),
     AggregateFunction(
         "avg",
         weighted="SUM({x} * CAST({w} AS HUGEINT)){filter} "
         "/ SUM(CASE WHEN {x} IS NULL THEN NULL ELSE {w} END){filter}",
+        weighs_values=True,
         invertible=_avg,
     ),
     AggregateFunction("min", weighted="MIN({x}){filter}"),
@@ -283,12 +287,23 @@ def lookup(name: str) -> AggregateFunction:
 
 
 def weighted_sql(
-    function: AggregateFunction, args: Sequence[str], condition: str | None = None
+    function: AggregateFunction,
+    args: Sequence[str],
+    types: Sequence[str],
+    condition: str | None = None,
 ) -> str | None:
-    """``function`` over live weighted rows, arguments and FILTER condition given as SQL;
-    None when it needs the rows expanded into copies."""
+    """``function`` over live weighted rows, arguments (of ``types``) and FILTER condition
+    given as SQL; None when it needs the rows expanded into copies."""
     if function.weighted is None:
         return None
+    if function.weighs_values:  # value × weight: numbers only, summed as DuckDB sums them
+        spelled = types[0].upper()
+        if spelled in FLOATS:
+            args = [f"CAST({args[0]} AS DOUBLE)"]
+        elif spelled == "BOOLEAN":
+            args = [f"CAST({args[0]} AS INTEGER)"]
+        elif not (spelled == "DOUBLE" or is_exact_number(spelled)):
+            return None
     names = dict(zip("xy", args, strict=False))
     where = f" FILTER (WHERE {condition})" if condition else ""
     return function.weighted.format(w=W, filter=where, **names)

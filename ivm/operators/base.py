@@ -62,9 +62,6 @@ class Run(Protocol):
     the weight ``__w`` (a Z-set, not necessarily consolidated).
     """
 
-    backfill: bool
-    """True while a new view fills itself: every input's change is its whole contents."""
-
     def change(self, op: Operator) -> str | None:
         """SQL of ``op``'s change this epoch; None when it has none."""
         ...

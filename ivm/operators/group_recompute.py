@@ -15,10 +15,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ivm.errors import IvmError, UnsupportedSQL
 from ivm.functions.aggregates import weighted_sql
 from ivm.operators.aggregate import Aggregate, AggregateCall, grouped_sql
+from ivm.operators.base import Describe, Operator
 from ivm.operators.per_key import PerKey
-from ivm.plan.sql import W, column_list, expand_sql, quote
+from ivm.plan.sql import W, column_list, empty_relation, expand_sql, quote
 
 
 @dataclass(frozen=True, eq=False)
@@ -33,13 +35,30 @@ class GroupRecompute(PerKey):
         assert isinstance(self.node, Aggregate)
         return self.node
 
+    @classmethod
+    def build(
+        cls, node: Aggregate, inputs: tuple[Operator, ...], describe: Describe
+    ) -> GroupRecompute:
+        """The operator, once DuckDB has accepted its per-group SQL for the input's types
+        (UnsupportedSQL, at CREATE VIEW, if not: never a failure at some later epoch)."""
+        op = cls(node, inputs)
+        try:
+            describe(op.group_sql(empty_relation(node.input.schema)))
+        except IvmError as error:
+            calls = ", ".join(c.sql() for c in node.calls)
+            raise UnsupportedSQL(
+                f"GROUP BY computing {calls}: its per-group recomputation is not supported "
+                f"for these argument types ({error})"
+            ) from error
+        return op
+
     @property
     def keys(self) -> tuple[str, ...]:
         return self.aggregate.keys
 
     def group_sql(self, live: str) -> str:
         node = self.aggregate
-        weighted = [_weighted(call) for call in node.calls]
+        weighted = [_weighted(call, node) for call in node.calls]
         if all(w is not None for w in weighted):
             values = [w for w in weighted if w is not None]
             source = live
@@ -63,9 +82,10 @@ class GroupRecompute(PerKey):
         )
 
 
-def _weighted(call: AggregateCall) -> str | None:
+def _weighted(call: AggregateCall, node: Aggregate) -> str | None:
     """``call`` over weighted live rows, or None when it needs every copy."""
     if call.distinct:  # copies do not matter to a DISTINCT call
         return call.sql()
     condition = quote(call.filter) if call.filter else None
-    return weighted_sql(call.function, [quote(a) for a in call.args], condition)
+    types = [node.input.schema.type_of(a) for a in call.args]
+    return weighted_sql(call.function, [quote(a) for a in call.args], types, condition)

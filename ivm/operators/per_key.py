@@ -3,7 +3,7 @@
 Meaning: a function f from one group (the input rows sharing a key, with their
 multiplicities) to any number of output rows; the output is the union of
 f(group) over every key with rows. Aggregates with a non-invertible function
-give one row per key; top-k, windows and ASOF joins are further users (the
+give one row per key; top-k, windows and ASOF joins are to be its further users (the
 shape of Feldera's group transformers).
 
 State, both partitioned and sorted by the key:

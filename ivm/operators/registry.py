@@ -33,7 +33,7 @@ def _aggregate(node: Plan, inputs: tuple[Operator, ...], describe: Describe) -> 
     assert isinstance(node, Aggregate)
     forms = node.invertible_forms()
     if forms is None:
-        return GroupRecompute(node, inputs)
+        return GroupRecompute.build(node, inputs, describe)
     return InvertibleAggregate.build(node, inputs, forms, describe)
 
 

@@ -116,28 +116,58 @@ def test_a_new_state_format_rebuilds_every_view(
         harness.close()
 
 
-def test_state_from_before_manifests_is_upgraded(tmp_path: Path) -> None:
-    harness = written(tmp_path)
-    harness.db.close()
-    # Make it look like format 1: no manifests, operator traces named by position.
-    con = duckdb.connect(str(tmp_path / "ivm.duckdb"))
+def as_format_1(path: Path) -> None:
+    """Make state look as format 1 wrote it: no manifests, no creation counter, operator
+    traces named by position."""
+    con = duckdb.connect(str(path / "ivm.duckdb"))
     tables = [r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()]
     for index, table in enumerate(t for t in tables if t.startswith("__ivm_op_")):
         view = table[len("__ivm_op_") :].split("#")[0]
         con.execute(f'ALTER TABLE "{table}" RENAME TO "__ivm_op_{view}#{index}"')
     con.execute(f"DROP TABLE {MANIFESTS}")
+    con.execute(f"ALTER TABLE {META} DROP COLUMN created")
     con.execute(f"UPDATE {META} SET format = 1")
     con.close()
+
+
+def test_state_from_before_manifests_is_refused_untouched(tmp_path: Path) -> None:
+    written(tmp_path).close()
+    as_format_1(tmp_path)
+    before = state_tables(tmp_path)
+    with pytest.raises(ivm.StateError, match="no manifest"):
+        ivm.connect(tmp_path, on_plan_change="refuse")
+    assert state_tables(tmp_path) == before
+    con = duckdb.connect(str(tmp_path / "ivm.duckdb"), read_only=True)
+    assert con.execute(f"SELECT format FROM {META}").fetchall() == [(1,)]
+    con.close()
+
+
+def test_state_from_before_manifests_is_upgraded(tmp_path: Path) -> None:
+    harness = written(tmp_path)
+    harness.db.close()
+    as_format_1(tmp_path)
     try:
-        with pytest.warns(ivm.IvmWarning, match="predates manifests"):
+        with pytest.warns(ivm.IvmWarning, match="no manifest"):
             harness.db = ivm.connect(tmp_path)
         harness.check_tables("after the upgrade")
         harness.check_views("after the upgrade")
         legacy = [t for t in state_tables(tmp_path, harness.db) if t.split("#")[-1].isdigit()]
         assert not legacy
         harness.apply(Epoch.of({"events": [("insert", r) for r in MORE]}))
+        harness.db.execute("CREATE VIEW later AS SELECT k FROM events")  # numbers go on
+        assert harness.db.views["later"].sources == ("events",)
     finally:
         harness.close()
+
+
+def test_a_corrupt_manifest_is_damage_and_leaves_the_state_free(tmp_path: Path) -> None:
+    written(tmp_path).close()
+    con = duckdb.connect(str(tmp_path / "ivm.duckdb"))
+    con.execute(f"UPDATE {MANIFESTS} SET manifest = '{{}}' WHERE name = 'counts'")
+    con.close()
+    for _ in range(2):  # the failed open held nothing: a second one fails the same way
+        with pytest.raises(ivm.StateError, match="damaged.*counts"):
+            ivm.connect(tmp_path)
 
 
 def test_a_missing_trace_under_an_unchanged_plan_is_damage(tmp_path: Path) -> None:

@@ -409,3 +409,27 @@ def test_a_changed_plan_rebuilds_the_view_on_spark(
         harness.apply(Epoch.of(SCRIPT[1]))
     finally:
         harness.close()
+
+
+def test_replacing_the_newest_view_keeps_its_state_on_spark(harness: Any) -> None:
+    # A creation number is never reused, so the replacement's files are its own: the old
+    # files go at commit, and a script that fails leaves the old view's files in place.
+    db = harness.db
+    harness.apply(Epoch.of(SCRIPT[0]))
+    newest = "SELECT customer, SUM(qty) AS q FROM orders GROUP BY customer"
+    db.execute(f"CREATE VIEW newest AS {newest}")
+    harness.oracle.execute(f"CREATE VIEW newest AS {newest}")
+    harness.views["newest"] = harness.oracle_sql["newest"] = newest
+    harness.applied["newest"] = Counter(rows_of(db.read("newest")))
+    with pytest.raises(ivm.SqlError):
+        db.execute("CREATE OR REPLACE VIEW newest AS SELECT customer FROM orders; "
+                   "CREATE VIEW broken AS SELECT nope FROM orders")
+    harness.check_views("after a failed replacement")
+    replaced = "SELECT customer, MAX(qty) AS q FROM orders GROUP BY customer"
+    db.execute(f"CREATE OR REPLACE VIEW newest AS {replaced}")
+    harness.oracle.execute(f"CREATE OR REPLACE VIEW newest AS {replaced}")
+    harness.views["newest"] = harness.oracle_sql["newest"] = replaced
+    harness.applied["newest"] = Counter(rows_of(db.read("newest")))
+    harness.check_views("after the replacement")
+    harness.apply(Epoch.of(SCRIPT[1]))
+    harness.reopen()

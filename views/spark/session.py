@@ -63,6 +63,7 @@ from ivm.plan.node import Plan
 from ivm.schema import TableSchema, quote
 from ivm.storage.manifest import Manifest, TraceEntry
 from ivm.storage.partitions import (
+    partition_files,
     roll_back_ahead,
     stray_directories,
     table_directory,
@@ -205,22 +206,27 @@ class SparkModeSession(SparkReads, Session):
         return Manifest.of(STATE_FORMAT, view.circuit.fingerprint, traces)
 
     def _check_state(self, view: ViewDef, manifest: Manifest) -> None:
+        """Every stage of the view has all its partition files (each is created with it)."""
         directory = self._directory(view.name)
         for stage in self._stages_of(view.name):
-            if not (directory / stage.name).is_dir():
+            expected = self.partitions if stage.partitioned else 1
+            found = len(partition_files(directory / stage.name))
+            if found != expected:
                 raise StateError(
                     f"state at {self.path} is damaged: stage {stage.name} of view "
-                    f"{view.name!r} has no partition files ({directory / stage.name})"
+                    f"{view.name!r} has {found} of its {expected} partition files "
+                    f"({directory / stage.name})"
                 )
 
-    def _build_view_state(self, view: ViewDef) -> None:
+    def _build_view_state(self, view: ViewDef, rebuild: bool = False) -> None:
         """The driver's empty copy of the view, then its stages filled on Spark."""
         trace = self.names.relation_trace(view.name)
         create_trace(self.con, trace, list(columns_of(view.schema)))
         create_reader(self.con, view.name, trace, view.schema.names)
         name = view.name
         directory = self._directory(name)
-        shutil.rmtree(directory, ignore_errors=True)  # a rebuild: another plan's files
+        if rebuild:  # the files of another plan's state: nothing in them is kept
+            shutil.rmtree(directory, ignore_errors=True)
         self.on_rollback.append(lambda: shutil.rmtree(directory, ignore_errors=True))
         ticket = self._ticket(epoch=self.epoch, backfill=True)
         epoch = SparkEpoch(self.spark, self.partitions, ticket, self.failure)

@@ -1,10 +1,11 @@
-"""The Spark executor: runs stages (``ivm.stages``) as Spark jobs, one epoch at a time.
+"""The Spark executor: runs stages (``ivm.execution.spark.stages``) as Spark jobs, epoch by
+epoch.
 
 Per stage and epoch: the stage's input changes (Spark DataFrames) are brought
 into one *wide* DataFrame whose column ``__p`` is each row's bucket,
 ``pmod(hash(key), P)``; it is shuffled so that bucket ``b`` lands in shuffle
 partition ``b`` (``repartition`` by a per-bucket salt) and ``mapInArrow`` hands
-each bucket's rows to ``ivm.stage_task.apply_partition``, which applies them to
+each bucket's rows to ``ivm.execution.spark.stage_task.apply_partition``, which applies them to
 partition file ``b``. Stages are chained lazily: a view's stages run as one
 Spark job when its change is collected; a change read twice is checkpointed.
 

@@ -11,7 +11,7 @@ The task opens the partition's DuckDB file and, in one transaction:
 
 A stage's input arrives as one *wide* Arrow table: ``__i`` (which input),
 ``__k…`` (the hashed key), then each input's columns ``i<i>_c<j>`` on the
-wire (see ``ivm.wire``), then ``__w``.
+wire (see ``ivm.execution.spark.wire``), then ``__w``.
 """
 
 from __future__ import annotations
