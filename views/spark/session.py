@@ -37,7 +37,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import SparkSession as PySparkSession
@@ -76,6 +75,7 @@ from ivm.views.batches import normalize_batch
 from ivm.views.definitions import ViewDef
 from ivm.views.diagnose import duckdb_message
 from ivm.views.session import Session
+from ivm.views.spark.batches import normalize_task
 from ivm.views.spark.reads import SparkReads
 from ivm.views.spark.source import IvmDataSource
 from ivm.views.spark.workers import check_workers
@@ -290,7 +290,7 @@ class SparkModeSession(SparkReads, Session):
         if isinstance(batch, DataFrame):
             # Column names, change format and types are checked here, values on the executors.
             normalize_batch(to_arrow_schema(batch.schema).empty_table(), table, arrow)
-            return batch.mapInArrow(functools.partial(_normalize_task, table, arrow), struct)
+            return batch.mapInArrow(functools.partial(normalize_task, table, arrow), struct)
         change = normalize_batch(batch, table, arrow)
         if change.num_rows == 0:
             return None
@@ -382,20 +382,3 @@ class SparkModeSession(SparkReads, Session):
         if cached is None or cached[0] is not source:
             raise StateError(f"no Spark stages for {name!r}")  # pragma: no cover
         return cached[1]
-
-
-def _normalize_task(table: TableSchema, arrow: pa.Schema, batches: Any) -> Any:
-    """Executor side of a Spark DataFrame batch: normalize each Arrow batch, then to the wire."""
-    con = duckdb.connect()
-    wire = arrow_schema(table.schema)
-    try:
-        for batch in batches:
-            change = normalize_batch(pa.Table.from_batches([batch]), table, arrow)
-            if change.num_rows == 0:
-                continue
-            con.register("__ivm_batch", change)
-            result = con.sql(to_wire_sql("SELECT * FROM __ivm_batch", table.schema))
-            yield from conform(result.to_arrow_table(), wire).to_batches()
-            con.unregister("__ivm_batch")
-    finally:
-        con.close()
