@@ -17,6 +17,13 @@ def quote(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
 
 
+def unquote(identifier: str) -> str:
+    """The plain name of an identifier ``quote`` made (unquoted ones as they are)."""
+    if len(identifier) >= 2 and identifier[0] == identifier[-1] == '"':
+        return identifier[1:-1].replace('""', '"')
+    return identifier
+
+
 W = quote(WEIGHT)
 """The weight column, quoted for SQL."""
 

@@ -9,6 +9,7 @@ that defines each.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import pyarrow as pa
 
@@ -27,9 +28,9 @@ class ViewDef:
     circuit: Circuit
     schema: Schema
 
-    @property
+    @cached_property
     def sources(self) -> frozenset[str]:
-        """Tables and views the view reads directly."""
+        """Tables and views the view reads directly (asked every epoch: kept)."""
         return frozenset(self.circuit.sources())
 
 

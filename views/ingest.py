@@ -70,6 +70,17 @@ class Ingest(_Base):
         """One table's batch made ready to apply (here: a normalized Arrow Z-set)."""
         return normalize_batch(batch, self._tables[name], self.arrow_schemas[name])
 
+    def _commit_epoch(self, batches: dict[str, Any], upsert: bool) -> dict[str, str]:
+        """Apply one epoch and commit it (the epoch counter included); returns the scratch
+        tables holding each changed view's change. Nothing is applied if it fails."""
+        try:
+            with self._transaction(ExecutionError):
+                changed = self._apply(batches, upsert)
+                run_sql(self.con, self.catalog.advance_sql())
+        except ViewFailed as failure:
+            raise self._explain_ingest(batches, upsert, failure) from failure.error
+        return changed
+
     def _apply(self, batches: dict[str, pa.Table], upsert: bool) -> dict[str, str]:
         """Validate and apply every change inside the open transaction; returns the
         scratch tables holding each changed view's consolidated change."""

@@ -32,8 +32,8 @@ from sqlglot.errors import SqlglotError
 
 from ivm.circuit.circuit import Circuit
 from ivm.circuit.incrementalize import incrementalize
-from ivm.errors import ExecutionError, IvmError, SqlError, StateError
-from ivm.execution.embedded import describe, run_sql
+from ivm.errors import IvmError, SqlError, StateError
+from ivm.execution.embedded import describe
 from ivm.passes import optimize
 from ivm.plan.node import Plan, plain_sql
 from ivm.schema import Schema, TableSchema, quote
@@ -201,12 +201,7 @@ class Session(Ddl, Ingest, ViewState):
     ) -> dict[str, pa.Table]:
         """Apply one epoch of changes; returns every view's change (a consolidated Z-set)."""
         changes = self._prepared(table, batch, mode)
-        try:
-            with self._transaction(ExecutionError):
-                deltas = self._apply(changes, upsert=mode == "upsert")
-                run_sql(self.con, self.catalog.advance_sql())
-        except ViewFailed as failure:
-            raise self._explain_ingest(changes, mode == "upsert", failure) from failure.error
+        deltas = self._commit_epoch(changes, upsert=mode == "upsert")
         self.catalog.epoch += 1
         result = {name: self._fetch_change(name, deltas) for name in self._views}
         self._compact()

@@ -29,6 +29,7 @@ from ivm.plan.sql import consolidate_sql
 from ivm.schema import Schema, quote
 from ivm.storage.catalog import CatalogError
 from ivm.storage.manifest import Manifest, TraceEntry
+from ivm.storage.sqltext import unquote
 from ivm.storage.traces import create_reader, create_trace
 from ivm.views.definitions import ViewDef
 from ivm.views.diagnose import EXISTING, ViewFailed, explain_failure
@@ -44,11 +45,6 @@ else:
 def columns_of(schema: Schema) -> tuple[tuple[str, str], ...]:
     """(name, type) of each column."""
     return tuple((c.name, c.type) for c in schema.columns)
-
-
-def unquote(table: str) -> str:
-    """A quoted DuckDB identifier as its plain name."""
-    return table[1:-1].replace('""', '"') if table.startswith('"') else table
 
 
 class ViewState(_Base):

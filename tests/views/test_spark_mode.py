@@ -432,4 +432,12 @@ def test_replacing_the_newest_view_keeps_its_state_on_spark(harness: Any) -> Non
     harness.applied["newest"] = Counter(rows_of(db.read("newest")))
     harness.check_views("after the replacement")
     harness.apply(Epoch.of(SCRIPT[1]))
+    # DROP … CASCADE: revenue and busy (which reads it) go, files and catalog entries too
+    db.execute("DROP VIEW revenue CASCADE")
+    harness.oracle.execute("DROP VIEW busy; DROP VIEW revenue")
+    for name in ("revenue", "busy"):
+        harness.views.pop(name), harness.oracle_sql.pop(name), harness.applied.pop(name)
+        assert name not in db.views
+    assert not [d for d in (harness.db.root / "views").iterdir() if "revenue" in d.name]
+    harness.apply(Epoch.of(SCRIPT[2]))
     harness.reopen()

@@ -33,7 +33,6 @@ import functools
 import os
 import shutil
 import uuid
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +69,7 @@ from ivm.storage.partitions import (
     write_fence,
 )
 from ivm.storage.results import fetch_first
+from ivm.storage.sqltext import unquote
 from ivm.storage.traces import create_reader, create_trace
 from ivm.views.batches import normalize_batch
 from ivm.views.definitions import ViewDef
@@ -79,7 +79,7 @@ from ivm.views.spark.batches import normalize_task
 from ivm.views.spark.reads import SparkReads
 from ivm.views.spark.source import IvmDataSource
 from ivm.views.spark.workers import check_workers
-from ivm.views.view_state import columns_of, unquote
+from ivm.views.view_state import columns_of
 
 MODE = "spark"
 
@@ -147,15 +147,10 @@ class SparkModeSession(SparkReads, Session):
 
     # -- public API --------------------------------------------------------------------------
 
-    def ingest(
-        self,
-        table: str | Mapping[str, Any],
-        batch: Any = None,
-        mode: str = "insert",
-    ) -> dict[str, pa.Table]:
-        """Apply one epoch on Spark; returns every view's change (a consolidated Z-set)."""
-        frames = self._prepared(table, batch, mode)
-        ticket = self._ticket(epoch=self.epoch + 1, upsert=mode == "upsert")
+    def _commit_epoch(self, frames: dict[str, Any], upsert: bool) -> dict[str, str]:
+        """Run the epoch on Spark, then commit it on the driver; a failure rolls back every
+        partition the epoch touched."""
+        ticket = self._ticket(epoch=self.epoch + 1, upsert=upsert)
         try:
             changes = self._run_epoch(frames, ticket)
             with self._transaction(ExecutionError):
@@ -171,8 +166,7 @@ class SparkModeSession(SparkReads, Session):
             if translated is not None:
                 raise translated from error
             raise
-        self.catalog.epoch += 1
-        return {name: self._fetch_change(name, changes) for name in self._views}
+        return changes
 
     def explain(self, view: str) -> str:
         """The incremental circuit of ``view``, then its Spark stages."""
@@ -326,7 +320,7 @@ class SparkModeSession(SparkReads, Session):
                 collected = change.toArrow()  # the job that runs the view's stages
             except Exception as error:
                 translated = translate_error(error)
-                if translated is None or isinstance(translated, (StateError,)):
+                if translated is None or isinstance(translated, StateError):
                     raise
                 raise type(translated)(f"view {view.name!r}: {duckdb_message(translated)}") from (
                     error

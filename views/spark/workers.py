@@ -8,6 +8,8 @@ a task; ``connect`` runs one tiny job instead and says how to fix it.
 
 from __future__ import annotations
 
+import functools
+import importlib
 import sys
 
 from pyspark.sql import SparkSession
@@ -21,8 +23,6 @@ _CHECKED: set[str] = set()
 
 
 def _probe(module: str, _: object) -> str:
-    import importlib
-
     importlib.import_module(module)
     return sys.executable
 
@@ -33,8 +33,6 @@ def check_workers(spark: SparkSession) -> None:
     key = f"{context.applicationId}:{PROBE_MODULE}"
     if key in _CHECKED:
         return
-    import functools
-
     try:
         context.parallelize([0], 1).map(functools.partial(_probe, PROBE_MODULE)).collect()
     except Exception as error:  # noqa: BLE001 - any failure here means the workers cannot run ivm
