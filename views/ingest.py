@@ -22,7 +22,9 @@ import pyarrow as pa
 from ivm.errors import ExecutionError, IvmError, SchemaError
 from ivm.execution.constraints import check_change, upsert_sql
 from ivm.execution.embedded import EpochRunner, run_sql
+from ivm.execution.row_index import Change, RowIndex, hash_columns_sql
 from ivm.plan.sql import W, column_list, consolidate_sql
+from ivm.schema import TableSchema
 from ivm.storage.results import fetch_first
 from ivm.views.batches import normalize_batch
 from ivm.views.definitions import ViewDef
@@ -100,8 +102,9 @@ class Ingest(_Base):
     def _table_changes(
         self, batches: dict[str, pa.Table], upsert: bool, check: bool
     ) -> dict[str, str]:
-        """Each table's change, consolidated into a scratch table (and, with ``check``,
-        checked against the rows it touches); returns SQL reading each, by table."""
+        """Each table's change, consolidated into a scratch table with its rows' hashes
+        (and, with ``check``, checked against the live rows); returns SQL reading each
+        change, by table."""
         changes: dict[str, str] = {}
         for name, batch in batches.items():
             table = self._tables[name]
@@ -113,13 +116,40 @@ class Ingest(_Base):
                 source = consolidate_sql(f"SELECT * FROM {registered}", table.schema.names)
                 if upsert and table.primary_key:
                     source = upsert_sql(table, source, trace)
-                self.con.execute(f"CREATE OR REPLACE TEMP TABLE {change} AS {source}").fetchall()
+                self.con.execute(
+                    f"CREATE OR REPLACE TEMP TABLE {change} AS "
+                    f"SELECT *, {hash_columns_sql(table)} FROM ({source}) AS c"
+                ).fetchall()
             finally:
                 self.con.unregister(registered)
+            changes[name] = f"SELECT {column_list(table.schema.names)}, {W} FROM {change}"
             if check:
-                check_change(self.con, table, f"SELECT * FROM {change}", trace)
-            changes[name] = f"SELECT * FROM {change}"
+                self._check(table, change, changes[name])
         return changes
+
+    def _check(self, table: TableSchema, change: str, rows: str) -> None:
+        """ConstraintError unless the change keeps the table's rules (API.md): through the
+        table's row index, or exactly in SQL where the index cannot vouch for it."""
+        index = self._row_index(table)
+        hashes = Change.read(self.con, change)
+        if index.accepts(hashes):
+            self.on_commit.append(lambda: self._index_applied(table.name, index, hashes))
+            return
+        check_change(self.con, table, rows, self.names.relation_trace(table.name))
+        # It passed: the index was misled by a hash collision. Rebuild it after the epoch.
+        self.on_commit.append(lambda: self.row_indexes.pop(table.name, None))
+
+    def _row_index(self, table: TableSchema) -> RowIndex:
+        """The table's row index, built from its trace at first use."""
+        index = self.row_indexes.get(table.name)
+        if index is None:
+            trace = self.names.relation_trace(table.name)
+            index = self.row_indexes[table.name] = RowIndex.load(self.con, table, trace)
+        return index
+
+    def _index_applied(self, name: str, index: RowIndex, change: Change) -> None:
+        if self.row_indexes.get(name) is index and not index.apply(change):
+            del self.row_indexes[name]
 
     def _view_change(
         self, runner: EpochRunner, view: ViewDef, changes: dict[str, str]

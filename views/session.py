@@ -34,6 +34,7 @@ from ivm.circuit.circuit import Circuit
 from ivm.circuit.incrementalize import incrementalize
 from ivm.errors import IvmError, SqlError, StateError
 from ivm.execution.embedded import describe
+from ivm.execution.row_index import RowIndex
 from ivm.passes import optimize
 from ivm.plan.node import Plan, plain_sql
 from ivm.schema import Schema, TableSchema, quote
@@ -103,6 +104,7 @@ class Session(Ddl, Ingest, ViewState):
         self.arrow_schemas: dict[str, pa.Schema] = {}
         self._views: dict[str, ViewDef] = {}
         self._no_change: dict[str, pa.Table] = {}  # each view's empty change, by name
+        self.row_indexes: dict[str, RowIndex] = {}  # base tables' live rows, built at first use
         self.on_commit: list[Callable[[], None]] = []  # run after the open transaction commits
         self.on_rollback: list[Callable[[], None]] = []  # …or, in reverse, after it rolls back
         self._pending_rebuilds: list[tuple[ViewDef, Manifest | None, str]] = []

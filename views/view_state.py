@@ -202,3 +202,4 @@ class ViewState(_Base):
         trace = self.names.relation_trace(name)
         self.con.execute(f"DROP TABLE IF EXISTS {trace}").fetchall()
         self.compactor.forget(trace)
+        self.row_indexes.pop(name, None)

@@ -1,0 +1,201 @@
+"""The live rows of a base table as sorted 64-bit hashes: batch checks in O(change).
+
+A delete must find its row, and a primary key holds at most one live row
+(API.md). Checked in SQL, each rule joins the change with the whole trace:
+a scan of every row at every epoch (≈10 ms per million rows, ≈0.8 s for a
+null-safe 16-column join on TPC-H's 6M lineitems). Here each base table keeps
+in memory one *entry* per distinct live row:
+
+* its *key hash*: DuckDB's ``hash`` of the primary key's columns, or of the
+  whole row for a table without a key;
+* its *row hash*: the whole row's hash (without a key: the columns hashed in
+  reverse order, a second fingerprint of the row);
+* its live count (copies; always 1 for a keyed table).
+
+Entries are sorted by key hash in two levels, a large *base* and a small
+*tail* (the LSM idea of the traces): a lookup is a binary search in each
+(``numpy.searchsorted``), an epoch's update changes counts in place and
+rewrites only the tail, and the tail is merged into the base when it grows
+past a fraction of it. A table of n live rows costs 24·n bytes.
+
+The index is a filter, exact in one direction:
+
+* a change it flags (a delete it cannot find, a key left with two rows, or a
+  lookup it cannot resolve because two entries share a key hash) is checked
+  again by the exact SQL rule (``ivm.execution.constraints``), which raises the
+  error, or passes when the flag came from a hash collision (the index is then
+  rebuilt from the trace);
+* a change it passes is accepted. That is wrong only if a deleted row that is
+  not there has the same hashes as a live row: for a keyed table, the same key
+  and a row hash equal to that key's live row's (chance 2⁻⁶⁴ per delete); for a
+  table without a key, both hashes equal to some live row's.
+
+It is built from the trace at first use (one GROUP BY over the hashes) and
+changed only after the epoch that checked a change commits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import duckdb
+import numpy as np
+
+from ivm.plan.sql import W, column_list
+from ivm.schema import TableSchema
+
+KEY_HASH = "__ivm_kh"
+ROW_HASH = "__ivm_rh"
+
+TAIL_MIN_ENTRIES = 65_536
+"""The tail is merged into the base once it holds more than this many entries…"""
+TAIL_FRACTION = 0.25
+"""…and more than this fraction of the base's."""
+
+
+def hash_columns_sql(table: TableSchema, alias: str = "") -> str:
+    """SQL of ``table``'s key hash and row hash (as ``__ivm_kh``, ``__ivm_rh``) of a row."""
+    names = table.schema.names
+    if table.primary_key:
+        key = f"hash({column_list(table.primary_key, alias)})"
+        row = f"hash({column_list(names, alias)})"
+    else:
+        key = f"hash({column_list(names, alias)})"
+        row = f"hash({column_list(list(reversed(names)), alias)}, {len(names)})"
+    return f"{key} AS {KEY_HASH}, {row} AS {ROW_HASH}"
+
+
+@dataclass
+class Change:
+    """A consolidated change as arrays: each row's key hash, row hash and weight."""
+
+    keys: np.ndarray
+    rows: np.ndarray
+    weights: np.ndarray
+
+    @classmethod
+    def read(cls, con: duckdb.DuckDBPyConnection, relation: str) -> Change:
+        """The hashes and weights of ``relation`` (a table or view with the hash columns)."""
+        table = con.sql(f"SELECT {KEY_HASH}, {ROW_HASH}, {W} FROM {relation}").to_arrow_table()
+        return cls(*(_numpy(table.column(i), dtype) for i, dtype in enumerate(_DTYPES)))
+
+
+_DTYPES = (np.uint64, np.uint64, np.int64)
+
+
+def _numpy(column: object, dtype: type) -> np.ndarray:
+    return np.asarray(column.to_numpy(), dtype=dtype)  # type: ignore[attr-defined]
+
+
+@dataclass
+class Level:
+    """Entries sorted by key hash: key hashes, row hashes, live counts (0: a tombstone)."""
+
+    keys: np.ndarray
+    rows: np.ndarray
+    counts: np.ndarray
+
+    @classmethod
+    def of(cls, keys: np.ndarray, rows: np.ndarray, counts: np.ndarray) -> Level:
+        """The entries sorted by key hash (numpy's stable sort finds presorted runs)."""
+        order = np.argsort(keys, kind="stable")
+        return cls(keys[order], rows[order], counts[order])
+
+    @classmethod
+    def empty(cls) -> Level:
+        """No entries."""
+        return cls(*(np.empty(0, dtype) for dtype in _DTYPES))
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def live(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The entries with a positive count."""
+        kept = self.counts > 0
+        return self.keys[kept], self.rows[kept], self.counts[kept]
+
+    def find(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each key: the position of its first entry and how many entries it has."""
+        low = np.searchsorted(self.keys, keys, side="left")
+        high = np.searchsorted(self.keys, keys, side="right")
+        return low, high - low
+
+
+class RowIndex:
+    """A base table's live rows as hashes (see the module docstring)."""
+
+    def __init__(self, keyed: bool, base: Level) -> None:
+        self.keyed = keyed
+        self.base = base
+        self.tail = Level.empty()
+
+    @classmethod
+    def load(cls, con: duckdb.DuckDBPyConnection, table: TableSchema, trace: str) -> RowIndex:
+        """The index of the rows live in ``trace`` (``table``'s trace)."""
+        hashed = f"SELECT {hash_columns_sql(table)}, {W} FROM {trace}"
+        live = con.sql(
+            f"SELECT {KEY_HASH}, {ROW_HASH}, SUM({W})::BIGINT AS {W} FROM ({hashed}) AS h "
+            f"GROUP BY {KEY_HASH}, {ROW_HASH} HAVING SUM({W}) > 0"
+        ).to_arrow_table()
+        columns = (_numpy(live.column(i), dtype) for i, dtype in enumerate(_DTYPES))
+        return cls(bool(table.primary_key), Level.of(*columns))
+
+    def __len__(self) -> int:
+        return int(self.base.counts.clip(0).sum() + self.tail.counts.clip(0).sum())
+
+    def accepts(self, change: Change) -> bool:
+        """True when ``change`` surely keeps both rules: every delete finds enough live
+        copies, and (keyed) no key is left with more than one row. False means "check
+        exactly": a rule may be broken, or a lookup met two entries with one key hash."""
+        looked_up = self._lookup(change)
+        if looked_up is None:
+            return False
+        copies, key_rows = looked_up
+        deletes = change.weights < 0
+        if np.any(copies[deletes] < -change.weights[deletes]):
+            return False
+        if not self.keyed:
+            return True
+        unique, first, inverse = np.unique(change.keys, return_index=True, return_inverse=True)
+        net = np.zeros(len(unique), np.int64)
+        np.add.at(net, inverse, change.weights)
+        return not np.any(key_rows[first] + net > 1)
+
+    def apply(self, change: Change) -> bool:
+        """Apply a change ``accepts`` passed (after its epoch commits). False when the
+        index cannot follow it (a key hash shared by two entries): rebuild it then."""
+        pending = np.ones(len(change.keys), bool)
+        for level in (self.base, self.tail):
+            low, width = level.find(change.keys)
+            if np.any(width > 1):
+                return False
+            hit = pending & (width == 1)
+            hit[hit] = level.rows[low[hit]] == change.rows[hit]
+            np.add.at(level.counts, low[hit], change.weights[hit])
+            pending &= ~hit
+        if np.any(change.weights[pending] <= 0):
+            return False
+        added = (change.keys[pending], change.rows[pending], change.weights[pending])
+        tail = [np.concatenate(parts) for parts in zip(self.tail.live(), added, strict=True)]
+        self.tail = Level.of(*tail)
+        if len(self.tail) > max(TAIL_MIN_ENTRIES, TAIL_FRACTION * len(self.base)):
+            merged = zip(self.base.live(), self.tail.live(), strict=True)
+            self.base = Level.of(*(np.concatenate(parts) for parts in merged))
+            self.tail = Level.empty()
+        return True
+
+    def _lookup(self, change: Change) -> tuple[np.ndarray, np.ndarray] | None:
+        """Per change row: live copies of that exact row, and live rows of its key;
+        None when some lookup is ambiguous (two entries share a key hash)."""
+        copies = np.zeros(len(change.keys), np.int64)
+        key_rows = np.zeros(len(change.keys), np.int64)
+        for level in (self.base, self.tail):
+            low, width = level.find(change.keys)
+            if np.any(width > 1):
+                return None
+            hit = width == 1
+            at = low[hit]
+            counts = level.counts[at]
+            key_rows[hit] += counts
+            copies[hit] += np.where(level.rows[at] == change.rows[hit], counts, 0)
+        return copies, key_rows
