@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench bench-spark clean
+.PHONY: demo test lint bench bench-spark bench-tpch clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,12 @@ bench: $(STAMP)
 
 bench-spark: $(STAMP)
 	$(BIN)/python benchmarks/bench_spark.py
+
+# TPC-H refresh benchmark: `make bench-tpch TPCH_SF=0.1` (data cached in benchmarks/.data/).
+TPCH_SF ?= 1
+bench-tpch: $(STAMP)
+	test -x $(BIN)/tpchgen-cli || $(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	$(BIN)/python benchmarks/bench_tpch.py --sf $(TPCH_SF)
 
 clean:
 	rm -rf $(VENV)

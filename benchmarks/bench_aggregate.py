@@ -1,19 +1,34 @@
 """Benchmark: incremental GROUP BY and join + GROUP BY views against full recomputation.
 
-Two views over ``orders`` (1M rows by default) and ``customers`` (50k rows):
+Two views over ``orders`` (1M rows by default) and ``customers`` (50k rows), in one
+of two workloads (``--amounts``, or ``--workloads decimal,double`` for both, one
+after the other, one table each):
 
-* ``by_customer``: SUM and COUNT per customer (50k groups);
-* ``by_region``: orders ⋈ customers, SUM and COUNT per region.
+* ``decimal`` (the default): ``amount`` is DECIMAL(12,2);
 
-Each epoch changes N orders (1k / 10k / 100k): half new orders, 30 % updates
-of existing orders (delete + insert), 20 % deletes. The incremental time is the
-whole ``db.ingest`` call: validation, both views' changes, state appends and
-the commit. The baseline is what users do today: DuckDB recomputing both views
-from scratch (``CREATE OR REPLACE TABLE … AS <view SQL>``) over plain tables
-holding the same data, in the same process. Printed: per-epoch times, the ratio
-recompute / incremental, and changed rows per second.
+  * ``by_customer``: SUM and COUNT per customer (50k groups);
+  * ``by_region``: orders ⋈ customers, SUM and COUNT per region;
+
+  each epoch changes N orders (1k / 10k / 100k): half new orders, 30 % updates
+  of existing orders (delete + insert), 20 % deletes.
+* ``double``: ``amount`` is DOUBLE;
+
+  * ``by_customer``: COUNT(*), SUM and MAX per customer (SUM and MAX over DOUBLE
+    are not invertible: ivm recomputes each touched customer from its rows);
+  * ``by_region``: orders ⋈ customers, SUM and COUNT per region;
+
+  each epoch changes N orders: half deletes of existing orders, half new orders.
+
+The incremental time is the whole ``db.ingest`` call: validation, both views'
+changes, state appends and the commit. The baseline is what users do today:
+DuckDB recomputing both views from scratch (``CREATE OR REPLACE TABLE … AS <view
+SQL>``) over plain tables holding the same data, in the same process. Printed:
+per-epoch times, the ratio recompute / incremental, and changed rows per second.
+At the end each view must equal recomputation (exactly for DECIMAL; DOUBLE
+values within a relative tolerance of 1e-9).
 
     .venv/bin/python benchmarks/bench_aggregate.py [--rows 1000000] [--repeats 5]
+        [--amounts decimal|double] [--workloads decimal,double]
 """
 
 from __future__ import annotations
@@ -21,60 +36,102 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from dataclasses import dataclass
 
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from rich.console import Console
 from rich.table import Table
 
 import ivm
 
-VIEWS = {
-    "by_customer": (
-        "SELECT customer_id, SUM(amount) AS total, COUNT(*) AS n FROM orders GROUP BY customer_id"
-    ),
-    "by_region": (
-        "SELECT c.region, SUM(o.amount) AS total, COUNT(*) AS n "
-        "FROM orders o JOIN customers c ON o.customer_id = c.id GROUP BY c.region"
-    ),
-}
+BY_REGION = (
+    "SELECT c.region, SUM(o.amount) AS total, COUNT(*) AS n "
+    "FROM orders o JOIN customers c ON o.customer_id = c.id GROUP BY c.region"
+)
 DDL = """
 CREATE TABLE customers (id BIGINT PRIMARY KEY, name VARCHAR, region VARCHAR);
-CREATE TABLE orders (id BIGINT PRIMARY KEY, customer_id BIGINT, amount DECIMAL(12,2),
+CREATE TABLE orders (id BIGINT PRIMARY KEY, customer_id BIGINT, amount {amount},
                      status VARCHAR);
 """
 REGIONS = np.array(["EMEA", "AMER", "APAC", "LATAM", "ANZ"])
 STATUSES = np.array(["open", "shipped", "returned"])
+FLOAT_TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One workload: the amount type, the views, and each epoch's change mix."""
+
+    amount_type: str
+    views: dict[str, str]
+    updates_percent: int
+    """Share of an epoch's changes that update an existing order (delete + insert);
+    half of them are new orders, the rest deletes of existing orders."""
+    mix: str
+
+
+WORKLOADS = {
+    "decimal": Spec(
+        amount_type="DECIMAL(12,2)",
+        views={
+            "by_customer": (
+                "SELECT customer_id, SUM(amount) AS total, COUNT(*) AS n "
+                "FROM orders GROUP BY customer_id"
+            ),
+            "by_region": BY_REGION,
+        },
+        updates_percent=30,
+        mix="50 % new orders, 30 % updates, 20 % deletes",
+    ),
+    "double": Spec(
+        amount_type="DOUBLE",
+        views={
+            "by_customer": (
+                "SELECT customer_id, COUNT(*) AS n, SUM(amount) AS total, "
+                "MAX(amount) AS top FROM orders GROUP BY customer_id"
+            ),
+            "by_region": BY_REGION,
+        },
+        updates_percent=0,
+        mix="50 % new orders, 50 % deletes",
+    ),
+}
 
 
 class Workload:
-    """Generates orders and CDC batches against the orders currently live."""
+    """Generates orders and CDC batches against the orders currently live (vectorized)."""
 
-    def __init__(self, rows: int, customers: int, seed: int = 7) -> None:
+    def __init__(self, spec: Spec, rows: int, customers: int, seed: int = 7) -> None:
+        self.spec = spec
         self.rng = np.random.default_rng(seed)
         self.customers = customers
         self.next_id = rows
         self.live = self.orders(np.arange(rows))
 
     def customer_table(self) -> pa.Table:
-        ids = np.arange(self.customers)
+        ids = pa.array(np.arange(self.customers, dtype=np.int64))
         return pa.table(
             {
                 "id": ids,
-                "name": pa.array([f"c{i}" for i in ids]),
-                "region": REGIONS[ids % len(REGIONS)],
+                "name": pc.binary_join_element_wise("c", pc.cast(ids, pa.string()), ""),
+                "region": REGIONS[np.arange(self.customers) % len(REGIONS)],
             }
         )
 
     def orders(self, ids: np.ndarray) -> pa.Table:
         n = len(ids)
         cents = self.rng.integers(100, 100_000, n)
+        amount = pa.array(cents / 100)
+        if self.spec.amount_type != "DOUBLE":
+            amount = amount.cast(pa.decimal128(12, 2))
         return pa.table(
             {
                 "id": pa.array(ids, pa.int64()),
                 "customer_id": pa.array(self.rng.integers(0, self.customers, n), pa.int64()),
-                "amount": pa.array(cents / 100).cast(pa.decimal128(12, 2)),
+                "amount": amount,
                 "status": STATUSES[self.rng.integers(0, len(STATUSES), n)],
             }
         )
@@ -82,7 +139,7 @@ class Workload:
     def batch(self, size: int) -> pa.Table:
         """A consolidated Z-set changing ``size`` orders; updates the live set."""
         inserts = size // 2
-        updates = size * 3 // 10
+        updates = size * self.spec.updates_percent // 100
         deletes = size - inserts - updates
         picked = self.rng.choice(self.live.num_rows, updates + deletes, replace=False)
         old = self.live.take(pa.array(picked))
@@ -92,16 +149,18 @@ class Workload:
         keep = np.ones(self.live.num_rows, dtype=bool)
         keep[picked] = False
         self.live = pa.concat_tables([self.live.filter(pa.array(keep)), new, changed])
+        if self.live["id"].num_chunks > 64:
+            self.live = self.live.combine_chunks()
         minus = old.append_column("__w", pa.array(np.full(old.num_rows, -1), pa.int64()))
         plus = pa.concat_tables([new, changed])
         plus = plus.append_column("__w", pa.array(np.ones(plus.num_rows, dtype=np.int64)))
         return pa.concat_tables([minus, plus])
 
 
-def recompute_seconds(con: duckdb.DuckDBPyConnection) -> float:
+def recompute_seconds(con: duckdb.DuckDBPyConnection, views: dict[str, str]) -> float:
     """Time DuckDB rebuilding both views from scratch over plain tables."""
     start = time.perf_counter()
-    for name, sql in VIEWS.items():
+    for name, sql in views.items():
         con.execute(f"CREATE OR REPLACE TABLE recomputed_{name} AS {sql}")
     return time.perf_counter() - start
 
@@ -114,33 +173,63 @@ def apply_to_plain(con: duckdb.DuckDBPyConnection, batch: pa.Table) -> None:
     con.unregister("batch")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--customers", type=int, default=50_000)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--sizes", default="1000,10000,100000")
-    args = parser.parse_args()
-    console = Console()
+def difference(ours: pa.Table, theirs: pa.Table) -> str | None:
+    """None when both hold the same rows (DOUBLE within FLOAT_TOLERANCE, the rest exactly)."""
+    if ours.schema != theirs.schema:
+        return f"schema {ours.schema} vs {theirs.schema}"
+    if ours.num_rows != theirs.num_rows:
+        return f"{ours.num_rows} rows vs {theirs.num_rows}"
+    floats = {f.name for f in ours.schema if pa.types.is_floating(f.type)}
+    keys = [(f.name, "ascending") for f in ours.schema if f.name not in floats]
+    keys += [(name, "ascending") for name in floats]
+    a, b = ours.sort_by(keys), theirs.sort_by(keys)
+    for name in ours.column_names:
+        x, y = a[name].combine_chunks(), b[name].combine_chunks()
+        if name not in floats:
+            if not x.equals(y):
+                return f"{name} differs"
+            continue
+        if not x.is_null().equals(y.is_null()):
+            return f"{name}: NULLs differ"
+        u, v = x.to_numpy(zero_copy_only=False), y.to_numpy(zero_copy_only=False)
+        off = np.abs(u - v) > FLOAT_TOLERANCE * np.maximum(np.abs(u), np.abs(v))
+        if off.any():
+            i = int(np.flatnonzero(off)[0])
+            return f"{name}: {int(off.sum())} values off by more than 1e-9, e.g. {u[i]} vs {v[i]}"
+    return None
 
-    work = Workload(args.rows, args.customers)
-    db = ivm.connect()
-    db.execute(DDL)
+
+def run(console: Console, name: str, args: argparse.Namespace) -> None:
+    """Load, create the views, time the epochs and print one table for workload ``name``."""
+    spec = WORKLOADS[name]
+    ddl = DDL.format(amount=spec.amount_type)
     start = time.perf_counter()
-    db.ingest({"customers": work.customer_table(), "orders": work.live})
-    for name, sql in VIEWS.items():
-        db.execute(f"CREATE VIEW {name} AS {sql}")
+    work = Workload(spec, args.rows, args.customers)
+    customers = work.customer_table()
+    console.print(f"{name}: generated {args.rows:,} orders in {time.perf_counter() - start:.1f} s")
+    db = ivm.connect()
+    db.execute(ddl)
+    start = time.perf_counter()
+    db.ingest({"customers": customers, "orders": work.live})
+    for view, sql in spec.views.items():
+        db.execute(f"CREATE VIEW {view} AS {sql}")
     console.print(
-        f"loaded {args.rows:,} orders and created the views in {time.perf_counter() - start:.1f} s"
+        f"{name}: loaded {args.rows:,} orders and created the views in "
+        f"{time.perf_counter() - start:.1f} s"
     )
 
     plain = duckdb.connect()
-    plain.execute(DDL)
+    plain.execute(ddl)
     plain.register("o", work.live)
-    plain.register("c", work.customer_table())
+    plain.register("c", customers)
     plain.execute("INSERT INTO orders SELECT * FROM o; INSERT INTO customers SELECT * FROM c")
+    plain.unregister("o")
+    plain.unregister("c")
 
-    table = Table(title=f"ivm vs recompute, {args.rows:,} orders, 2 views")
+    table = Table(
+        title=f"ivm vs recompute, {args.rows:,} orders, amounts {spec.amount_type}, "
+        f"2 views; epochs: {spec.mix}"
+    )
     for column in ("changed rows", "ivm epoch (ms)", "recompute (ms)", "speed-up", "CDC rows/s"):
         table.add_column(column, justify="right")
     for size in (int(s) for s in args.sizes.split(",")):
@@ -151,7 +240,7 @@ def main() -> None:
             db.ingest("orders", batch)
             incremental.append(time.perf_counter() - start)
             apply_to_plain(plain, batch)
-            recompute.append(recompute_seconds(plain))
+            recompute.append(recompute_seconds(plain, spec.views))
         inc, rec = statistics.median(incremental), statistics.median(recompute)
         table.add_row(
             f"{size:,}",
@@ -161,11 +250,31 @@ def main() -> None:
             f"{size / inc:,.0f}",
         )
     console.print(table)
-    for name in VIEWS:
-        ours = sorted(db.read(name).to_pylist(), key=str)
-        theirs = sorted(plain.sql(VIEWS[name]).to_arrow_table().to_pylist(), key=str)
-        assert ours == theirs, f"{name} differs from recomputation"
-    console.print("both views equal recomputation after the run")
+    for view, sql in spec.views.items():
+        problem = difference(db.read(view), plain.sql(sql).to_arrow_table())
+        assert problem is None, f"{name}: {view} differs from recomputation: {problem}"
+    console.print(f"{name}: both views equal recomputation after the run")
+    db.close()
+    plain.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--customers", type=int, default=50_000)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--amounts", choices=sorted(WORKLOADS), default="decimal")
+    parser.add_argument(
+        "--workloads", help="comma-separated workloads to run in turn, e.g. decimal,double"
+    )
+    args = parser.parse_args()
+    names = args.workloads.split(",") if args.workloads else [args.amounts]
+    if unknown := [n for n in names if n not in WORKLOADS]:
+        parser.error(f"unknown workloads {unknown}; choose from {sorted(WORKLOADS)}")
+    console = Console()
+    for name in names:
+        run(console, name, args)
 
 
 if __name__ == "__main__":
