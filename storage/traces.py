@@ -47,6 +47,7 @@ class TailSize:
 
     base: int = 0
     appended: int = 0
+    empty: bool = False
 
     def due(self) -> bool:
         """True when the appended tail is large enough to compact."""
@@ -59,9 +60,21 @@ class Compactor:
     def __init__(self) -> None:
         self.sizes: dict[str, TailSize] = {}
 
-    def appended(self, table: str, rows: int) -> None:
-        """Record ``rows`` appended to ``table``."""
-        self.sizes.setdefault(table, TailSize()).appended += rows
+    def appended(self, table: str, rows: int, consolidated: bool = False) -> None:
+        """Record ``rows`` appended to ``table``. Consolidated rows (each once) appended to
+        a trace known to be empty leave it compacted: a first load is not compacted again."""
+        size = self.sizes.get(table)
+        if size is None:
+            size = self.sizes[table] = TailSize(empty=False)
+        if consolidated and size.empty:
+            size.base = rows
+        else:
+            size.appended += rows
+        size.empty = False
+
+    def created(self, table: str) -> None:
+        """Record that ``table`` was just created, empty."""
+        self.sizes[table] = TailSize(empty=True)
 
     def compact_due(self, con: duckdb.DuckDBPyConnection, keys: dict[str, Sequence[str]]) -> None:
         """Compact every trace whose tail is due; ``keys`` gives each trace's sort key."""

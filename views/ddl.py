@@ -133,6 +133,7 @@ class Ddl(_Base):
             create_trace(self.con, trace, [(c.name, c.type) for c in table.schema.columns])
         except duckdb.Error as error:
             raise SqlError(f"CREATE TABLE {table.name}: {error}") from error
+        self.compactor.created(trace)
         # DuckDB's spelling of the types (TEXT → VARCHAR, INT → INTEGER…).
         actual = describe(self.con, f"SELECT * EXCLUDE ({W}) FROM {trace}")
         table = TableSchema(table.name, actual, table.primary_key, table.not_null)

@@ -81,6 +81,8 @@ class Ingest(_Base):
                 run_sql(self.con, self.catalog.advance_sql())
         except ViewFailed as failure:
             raise self._explain_ingest(batches, upsert, failure) from failure.error
+        finally:
+            self._unregister_batches()
         return changed
 
     def _apply(self, batches: dict[str, pa.Table], upsert: bool) -> dict[str, str]:
@@ -95,43 +97,65 @@ class Ingest(_Base):
             if scratch is not None:
                 changed_views[view.name] = scratch
                 commits.append((self.names.relation_trace(view.name), changes[view.name]))
-        for table, rows in runner.commits + commits:
+        for table, rows in runner.commits:
             self._append(table, rows)
+        for table, rows in commits:  # consolidated changes
+            self._append(table, rows, consolidated=True)
         return changed_views
 
     def _table_changes(
         self, batches: dict[str, pa.Table], upsert: bool, check: bool
     ) -> dict[str, str]:
-        """Each table's change, consolidated into a scratch table with its rows' hashes
-        (and, with ``check``, checked against the live rows); returns SQL reading each
-        change, by table."""
+        """Each table's consolidated change (and, with ``check``, checked against the live
+        rows); returns SQL reading each change, by table.
+
+        A batch whose rows are each there once (its hashes say so) is read where it is,
+        registered with DuckDB until the epoch ends; any other batch (and any upsert) is
+        consolidated into a scratch table first.
+        """
         changes: dict[str, str] = {}
         for name, batch in batches.items():
             table = self._tables[name]
-            trace = self.names.relation_trace(name)
-            change = self.names.change(name)
             registered = f"__ivm_batch_{len(changes)}"
             self.con.register(registered, batch)
-            try:
-                source = consolidate_sql(f"SELECT * FROM {registered}", table.schema.names)
-                if upsert and table.primary_key:
-                    source = upsert_sql(table, source, trace)
-                self.con.execute(
-                    f"CREATE OR REPLACE TEMP TABLE {change} AS "
-                    f"SELECT *, {hash_columns_sql(table)} FROM ({source}) AS c"
-                ).fetchall()
-            finally:
-                self.con.unregister(registered)
-            changes[name] = f"SELECT {column_list(table.schema.names)}, {W} FROM {change}"
+            self._registered_batches.append(registered)
+            rows = f"SELECT {column_list(table.schema.names)}, {W} FROM {registered}"
+            hashes = None
+            if not (upsert and table.primary_key):
+                hashed = f"SELECT {hash_columns_sql(table)}, {W} FROM {registered}"
+                hashes = Change.read(self.con, hashed)
+            if hashes is None or not hashes.consolidated():
+                rows, hashes = self._consolidated(table, registered, upsert)
+            changes[name] = rows
             if check:
-                self._check(table, change, changes[name])
+                self._check(table, hashes, rows)
         return changes
 
-    def _check(self, table: TableSchema, change: str, rows: str) -> None:
-        """ConstraintError unless the change keeps the table's rules (API.md): through the
-        table's row index, or exactly in SQL where the index cannot vouch for it."""
+    def _consolidated(
+        self, table: TableSchema, registered: str, upsert: bool
+    ) -> tuple[str, Change]:
+        """The batch consolidated into the table's scratch change table (an upsert's
+        inserts retracting the rows they replace): SQL reading it, and its hashes."""
+        change = self.names.change(table.name)
+        source = consolidate_sql(f"SELECT * FROM {registered}", table.schema.names)
+        if upsert and table.primary_key:
+            source = upsert_sql(table, source, self.names.relation_trace(table.name))
+        self.con.execute(
+            f"CREATE OR REPLACE TEMP TABLE {change} AS "
+            f"SELECT *, {hash_columns_sql(table)} FROM ({source}) AS c"
+        ).fetchall()
+        rows = f"SELECT {column_list(table.schema.names)}, {W} FROM {change}"
+        return rows, Change.read(self.con, f"SELECT * FROM {change}")
+
+    def _unregister_batches(self) -> None:
+        for registered in self._registered_batches:
+            self.con.unregister(registered)
+        self._registered_batches.clear()
+
+    def _check(self, table: TableSchema, hashes: Change, rows: str) -> None:
+        """ConstraintError unless the change ``rows`` keeps the table's rules (API.md):
+        through the table's row index, or exactly in SQL where the index cannot vouch."""
         index = self._row_index(table)
-        hashes = Change.read(self.con, change)
         if index.accepts(hashes):
             self.on_commit.append(lambda: self._index_applied(table.name, index, hashes))
             return
@@ -189,15 +213,17 @@ class Ingest(_Base):
             pass
         finally:
             self.con.execute("ROLLBACK").fetchall()
+            self._unregister_batches()
         return failure
 
-    def _append(self, table: str, rows: str) -> None:
-        """Append ``rows`` to the trace ``table`` and record how many for compaction."""
+    def _append(self, table: str, rows: str, consolidated: bool = False) -> None:
+        """Append ``rows`` to the trace ``table`` and record how many for compaction
+        (``consolidated``: each row of ``rows`` is there once)."""
         try:
             count = fetch_first(self.con, f"INSERT INTO {table} {rows}")
         except duckdb.Error as error:
             raise ExecutionError(f"appending to state failed: {error}") from error
-        self.compactor.appended(table, int(count[0]) if count else 0)
+        self.compactor.appended(table, int(count[0]) if count else 0, consolidated)
 
     def _fetch_change(self, view: str, changed: dict[str, str]) -> pa.Table:
         if view in changed:

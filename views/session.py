@@ -105,6 +105,7 @@ class Session(Ddl, Ingest, ViewState):
         self._views: dict[str, ViewDef] = {}
         self._no_change: dict[str, pa.Table] = {}  # each view's empty change, by name
         self.row_indexes: dict[str, RowIndex] = {}  # base tables' live rows, built at first use
+        self._registered_batches: list[str] = []  # Arrow batches DuckDB reads this epoch
         self.on_commit: list[Callable[[], None]] = []  # run after the open transaction commits
         self.on_rollback: list[Callable[[], None]] = []  # …or, in reverse, after it rolls back
         self._pending_rebuilds: list[tuple[ViewDef, Manifest | None, str]] = []

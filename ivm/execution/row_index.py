@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 import duckdb
 import numpy as np
+import pyarrow as pa
 
 from ivm.plan.sql import W, column_list
 from ivm.schema import TableSchema
@@ -67,24 +68,37 @@ def hash_columns_sql(table: TableSchema, alias: str = "") -> str:
 
 @dataclass
 class Change:
-    """A consolidated change as arrays: each row's key hash, row hash and weight."""
+    """A change as arrays, sorted by key hash then row hash: each row's key hash, row
+    hash and weight."""
 
     keys: np.ndarray
     rows: np.ndarray
     weights: np.ndarray
 
     @classmethod
-    def read(cls, con: duckdb.DuckDBPyConnection, relation: str) -> Change:
-        """The hashes and weights of ``relation`` (a table or view with the hash columns)."""
-        table = con.sql(f"SELECT {KEY_HASH}, {ROW_HASH}, {W} FROM {relation}").to_arrow_table()
-        return cls(*(_numpy(table.column(i), dtype) for i, dtype in enumerate(_DTYPES)))
+    def read(cls, con: duckdb.DuckDBPyConnection, hashed: str) -> Change:
+        """The change ``hashed`` (SQL with the hash columns and the weight), sorted."""
+        order = f"ORDER BY {KEY_HASH}, {ROW_HASH}"
+        table = con.sql(
+            f"SELECT {KEY_HASH}, {ROW_HASH}, {W} FROM ({hashed}) AS h {order}"
+        ).to_arrow_table()
+        return cls(*_arrays(table))
+
+    def consolidated(self) -> bool:
+        """Whether each row appears once with a weight other than 0 (two different rows
+        with equal hashes count as one: a needless consolidation, never a wrong answer)."""
+        repeated = (self.keys[1:] == self.keys[:-1]) & (self.rows[1:] == self.rows[:-1])
+        return not (np.any(repeated) or np.any(self.weights == 0))
 
 
 _DTYPES = (np.uint64, np.uint64, np.int64)
 
 
-def _numpy(column: object, dtype: type) -> np.ndarray:
-    return np.asarray(column.to_numpy(), dtype=dtype)  # type: ignore[attr-defined]
+def _arrays(table: pa.Table) -> tuple[np.ndarray, ...]:
+    """The three columns of ``table`` as numpy arrays of the index's types."""
+    return tuple(
+        np.asarray(table.column(i).to_numpy(), dtype) for i, dtype in enumerate(_DTYPES)
+    )
 
 
 @dataclass
@@ -97,7 +111,8 @@ class Level:
 
     @classmethod
     def of(cls, keys: np.ndarray, rows: np.ndarray, counts: np.ndarray) -> Level:
-        """The entries sorted by key hash (numpy's stable sort finds presorted runs)."""
+        """The entries sorted by key hash. They come as a few sorted runs (the tail and
+        a change, or the base and the tail): numpy's stable sort merges runs."""
         order = np.argsort(keys, kind="stable")
         return cls(keys[order], rows[order], counts[order])
 
@@ -135,10 +150,9 @@ class RowIndex:
         hashed = f"SELECT {hash_columns_sql(table)}, {W} FROM {trace}"
         live = con.sql(
             f"SELECT {KEY_HASH}, {ROW_HASH}, SUM({W})::BIGINT AS {W} FROM ({hashed}) AS h "
-            f"GROUP BY {KEY_HASH}, {ROW_HASH} HAVING SUM({W}) > 0"
+            f"GROUP BY {KEY_HASH}, {ROW_HASH} HAVING SUM({W}) > 0 ORDER BY {KEY_HASH}"
         ).to_arrow_table()
-        columns = (_numpy(live.column(i), dtype) for i, dtype in enumerate(_DTYPES))
-        return cls(bool(table.primary_key), Level.of(*columns))
+        return cls(bool(table.primary_key), Level(*_arrays(live)))
 
     def __len__(self) -> int:
         return int(self.base.counts.clip(0).sum() + self.tail.counts.clip(0).sum())
@@ -156,14 +170,18 @@ class RowIndex:
             return False
         if not self.keyed:
             return True
-        unique, first, inverse = np.unique(change.keys, return_index=True, return_inverse=True)
-        net = np.zeros(len(unique), np.int64)
-        np.add.at(net, inverse, change.weights)
-        return not np.any(key_rows[first] + net > 1)
+        if not len(change.keys):
+            return True
+        starts = np.flatnonzero(np.r_[True, change.keys[1:] != change.keys[:-1]])
+        net = np.add.reduceat(change.weights, starts)
+        return not np.any(key_rows[starts] + net > 1)
 
     def apply(self, change: Change) -> bool:
         """Apply a change ``accepts`` passed (after its epoch commits). False when the
         index cannot follow it (a key hash shared by two entries): rebuild it then."""
+        if not len(self.base) and not len(self.tail) and np.all(change.weights > 0):
+            self.base = Level(change.keys.copy(), change.rows.copy(), change.weights.copy())
+            return True  # a first load: the change, sorted, is the index
         pending = np.ones(len(change.keys), bool)
         for level in (self.base, self.tail):
             low, width = level.find(change.keys)
