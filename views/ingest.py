@@ -12,6 +12,7 @@ naming the view and the expression (``ivm.views.diagnose``).
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ import pyarrow as pa
 from ivm.errors import ExecutionError, IvmError, SchemaError
 from ivm.execution.constraints import check_change, upsert_sql
 from ivm.execution.embedded import EpochRunner, run_sql
+from ivm.execution.profile import OUTPUT
 from ivm.execution.row_index import Change, RowIndex, hash_columns_sql
 from ivm.plan.sql import W, column_list, consolidate_sql
 from ivm.schema import TableSchema
@@ -79,6 +81,8 @@ class Ingest(_Base):
             with self._transaction(ExecutionError):
                 changed = self._apply(batches, upsert)
                 run_sql(self.con, self.catalog.advance_sql())
+                applied = time.perf_counter()
+            self.profile.phases["commit"] = time.perf_counter() - applied
         except ViewFailed as failure:
             raise self._explain_ingest(batches, upsert, failure) from failure.error
         finally:
@@ -88,19 +92,25 @@ class Ingest(_Base):
     def _apply(self, batches: dict[str, pa.Table], upsert: bool) -> dict[str, str]:
         """Validate and apply every change inside the open transaction; returns the
         scratch tables holding each changed view's consolidated change."""
-        changes = self._table_changes(batches, upsert, check=True)
+        profile = self.profile
+        with profile.phase("checks"):
+            changes = self._table_changes(batches, upsert, check=True)
         commits = [(self.names.relation_trace(n), sql) for n, sql in changes.items()]
-        runner = EpochRunner(self.con, self.names, changes)
+        runner = EpochRunner(self.con, self.names, changes, profile=profile)
         changed_views: dict[str, str] = {}
-        for view in self._views.values():
-            scratch = self._view_change(runner, view, changes)
-            if scratch is not None:
-                changed_views[view.name] = scratch
-                commits.append((self.names.relation_trace(view.name), changes[view.name]))
-        for table, rows in runner.commits:
-            self._append(table, rows)
-        for table, rows in commits:  # consolidated changes
-            self._append(table, rows, consolidated=True)
+        with profile.phase("views"):
+            for view in self._views.values():
+                start = time.perf_counter()
+                scratch = self._view_change(runner, view, changes)
+                if scratch is not None:
+                    profile.views[view.name] = time.perf_counter() - start
+                    changed_views[view.name] = scratch
+                    commits.append((self.names.relation_trace(view.name), changes[view.name]))
+        with profile.phase("state appends"):
+            for table, rows in runner.commits:
+                self._append(table, rows)
+            for table, rows in commits:  # consolidated changes
+                self._append(table, rows, consolidated=True)
         return changed_views
 
     def _table_changes(
@@ -188,7 +198,9 @@ class Ingest(_Base):
             if delta is None:
                 return None
             consolidated = consolidate_sql(delta, view.schema.names)
-            run_sql(self.con, f"CREATE OR REPLACE TEMP TABLE {scratch} AS {consolidated}")
+            start = time.perf_counter()
+            rows = run_sql(self.con, f"CREATE OR REPLACE TEMP TABLE {scratch} AS {consolidated}")
+            self.profile.record(view.name, OUTPUT, time.perf_counter() - start, rows)
         except ExecutionError as error:
             raise ViewFailed(view, error) from error
         changes[view.name] = f"SELECT * FROM {scratch}"

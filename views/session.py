@@ -34,6 +34,7 @@ from ivm.circuit.circuit import Circuit
 from ivm.circuit.incrementalize import incrementalize
 from ivm.errors import IvmError, SqlError, StateError
 from ivm.execution.embedded import describe
+from ivm.execution.profile import EpochProfile
 from ivm.execution.row_index import RowIndex
 from ivm.passes import optimize
 from ivm.plan.node import Plan, plain_sql
@@ -105,6 +106,8 @@ class Session(Ddl, Ingest, ViewState):
         self._views: dict[str, ViewDef] = {}
         self._no_change: dict[str, pa.Table] = {}  # each view's empty change, by name
         self.row_indexes: dict[str, RowIndex] = {}  # base tables' live rows, built at first use
+        self.profile = EpochProfile()  # the epoch running (or the last one)
+        self.last_profile: EpochProfile | None = None  # the last epoch applied
         self._registered_batches: list[str] = []  # Arrow batches DuckDB reads this epoch
         self.on_commit: list[Callable[[], None]] = []  # run after the open transaction commits
         self.on_rollback: list[Callable[[], None]] = []  # …or, in reverse, after it rolls back
@@ -203,11 +206,16 @@ class Session(Ddl, Ingest, ViewState):
         mode: str = "insert",
     ) -> dict[str, pa.Table]:
         """Apply one epoch of changes; returns every view's change (a consolidated Z-set)."""
-        changes = self._prepared(table, batch, mode)
+        profile = self.profile = EpochProfile(self.epoch + 1)
+        with profile.phase("batches"):
+            changes = self._prepared(table, batch, mode)
         deltas = self._commit_epoch(changes, upsert=mode == "upsert")
         self.catalog.epoch += 1
-        result = {name: self._fetch_change(name, deltas) for name in self._views}
-        self._compact()
+        with profile.phase("results"):
+            result = {name: self._fetch_change(name, deltas) for name in self._views}
+        with profile.phase("compaction"):
+            self._compact()
+        self.last_profile = profile
         return result
 
     def read(self, name: str) -> pa.Table:
@@ -225,13 +233,24 @@ class Session(Ddl, Ingest, ViewState):
         except duckdb.Error as error:
             raise SqlError(f"query failed: {error}") from error
 
-    def explain(self, view: str) -> str:
-        """The incremental circuit of ``view``, one operator per line."""
+    def explain(self, view: str, analyze: bool = False) -> str:
+        """The incremental circuit of ``view``, one operator per line. With ``analyze``,
+        the last epoch's profile too: its phases, the view's time and strategy, and each
+        operator's statements, time and rows (as DuckDB's EXPLAIN ANALYZE)."""
         self._check_open()
         view = self._resolve(view)
         if view not in self._views:
             raise SqlError(f"no view named {view!r}")
-        return self._views[view].circuit.explain()
+        circuit = self._views[view].circuit
+        if not analyze:
+            return circuit.explain()
+        profile = self.last_profile
+        if profile is None:
+            return circuit.explain() + "\nno epoch has run since this session opened"
+        header, tree = circuit.explain(lambda op: profile.annotation(view, op.fingerprint)).split(
+            "\n", 1
+        )
+        return f"{profile.summary(view)}\n{header}{profile.output(view)}\n{tree}"
 
     def plain_sql(self, view: str) -> str:
         """The view's logical plan as one ordinary DuckDB query over its tables and views:

@@ -79,14 +79,16 @@ class Circuit:
         output = done[self.output.fingerprint]
         return self if output is self.output else Circuit.of(self.view, output)
 
-    def explain(self) -> str:
-        """The circuit as an indented tree, output at the top."""
+    def explain(self, annotate: Callable[[Operator], str] | None = None) -> str:
+        """The circuit as an indented tree, output at the top (each operator followed by
+        ``annotate(operator)`` when given)."""
         lines = [f"view {self.view}: output change consolidated into the view's trace"]
         number = {op.fingerprint: i for i, op in enumerate(self.operators)}
 
         def show(op: Operator, depth: int) -> None:
             names = ", ".join(op.schema.names)
-            lines.append(f"{'  ' * depth}#{number[op.fingerprint]} {op.label()}  -> [{names}]")
+            line = f"{'  ' * depth}#{number[op.fingerprint]} {op.label()}  -> [{names}]"
+            lines.append(f"{line}  {annotate(op)}" if annotate else line)
             for child in op.inputs:
                 show(child, depth + 1)
 

@@ -18,12 +18,14 @@ same code computes the initial contents and fills the state.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 
 import duckdb
 
 from ivm.circuit.circuit import Circuit
 from ivm.errors import ExecutionError
+from ivm.execution.profile import EpochProfile
 from ivm.execution.state import StateStore
 from ivm.operators.base import Operator
 from ivm.plan.sql import W, column_list, empty_relation
@@ -31,12 +33,15 @@ from ivm.schema import Column, Schema
 from ivm.storage.traces import create_trace
 
 
-def run_sql(con: duckdb.DuckDBPyConnection, sql: str) -> None:
-    """Execute one statement, turning DuckDB's errors into ``ExecutionError``."""
+def run_sql(con: duckdb.DuckDBPyConnection, sql: str) -> int:
+    """Execute one statement, turning DuckDB's errors into ``ExecutionError``; returns the
+    rows it wrote (DuckDB's count for CREATE TABLE AS, INSERT…; else 0)."""
     try:
-        con.execute(sql).fetchall()
+        result = con.execute(sql).fetchall()
     except duckdb.Error as error:
         raise ExecutionError(f"evaluating a view failed: {error}") from error
+    first = result[0][0] if result and result[0] else None
+    return first if isinstance(first, int) else 0
 
 
 def describe(con: duckdb.DuckDBPyConnection, sql: str) -> Schema:
@@ -64,8 +69,10 @@ class EpochRunner:
         store: StateStore,
         changes: Mapping[str, str],
         backfill: bool = False,
+        profile: EpochProfile | None = None,
     ) -> None:
         self.con = con
+        self.profile = profile
         self.store = store
         self.changes = changes
         self.backfill = backfill
@@ -85,6 +92,8 @@ class EpochRunner:
         key = (self._view, op.fingerprint)
         if key not in self._change:
             self._change[key] = op.change(self)
+            if self.profile is not None and self._change[key] is not None:
+                self.profile.changed.add(key)
         return self._change[key]
 
     def integral(self, op: Operator) -> str:
@@ -108,7 +117,10 @@ class EpochRunner:
 
     def materialize(self, op: Operator, part: str, sql: str) -> str:
         table = self.store.scratch(self._view, op.fingerprint, part)
-        run_sql(self.con, f"CREATE OR REPLACE TEMP TABLE {table} AS {sql}")
+        start = time.perf_counter()
+        rows = run_sql(self.con, f"CREATE OR REPLACE TEMP TABLE {table} AS {sql}")
+        if self.profile is not None:
+            self.profile.record(self._view, op.fingerprint, time.perf_counter() - start, rows)
         return f"SELECT * FROM {table}"
 
     def append(self, trace: str, rows: str) -> None:

@@ -121,3 +121,21 @@ def test_explain_of_table_or_unknown_raises(db):
         db.explain("orders")
     with pytest.raises(ivm.SqlError):
         db.explain("nope")
+
+
+def test_explain_analyze_profiles_the_last_epoch(db):
+    assert "no epoch has run" in db.explain("by_city", analyze=True)
+    db.ingest("customers", [{"name": "a", "city": "x"}])
+    db.ingest("orders", [{"id": i, "customer": "a", "amount": i} for i in range(1, 50)])
+    text = db.explain("by_city", analyze=True)
+    first, second = text.splitlines()[:2]
+    assert first.startswith("last epoch 2:")
+    for phase in ("batches", "checks", "views", "state appends", "commit"):
+        assert phase in first
+    assert re.search(r"this view: [\d.]+ ms computing its change \(strategy: incremental\)", second)
+    stateful = next(line for line in text.splitlines() if "Aggregate" in line)
+    assert re.search(r"\[[\d.]+ ms, \d+ statements?, [\d,]+ rows\]", stateful)
+    assert "fused into its consumer's statement" in text  # the join's delta rules, projections
+    assert "statement" not in db.explain("by_city")  # without analyze: the circuit only
+    assert "not changed by the last epoch" in db.explain("cities", analyze=True)
+    assert "[no change]" in db.explain("cities", analyze=True)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -151,9 +152,11 @@ class SparkModeSession(SparkReads, Session):
         """Run the epoch on Spark, then commit it on the driver; a failure rolls back every
         partition the epoch touched."""
         ticket = self._ticket(epoch=self.epoch + 1, upsert=upsert)
+        self.profile.per_operator = False
         try:
-            changes = self._run_epoch(frames, ticket)
-            with self._transaction(ExecutionError):
+            with self.profile.phase("spark jobs"):
+                changes = self._run_epoch(frames, ticket)
+            with self.profile.phase("commit"), self._transaction(ExecutionError):
                 run_sql(self.con, self.catalog.advance_sql())
         except BaseException as error:
             # Tasks of this attempt may still run: move the fence first, then roll back.
@@ -168,9 +171,11 @@ class SparkModeSession(SparkReads, Session):
             raise
         return changes
 
-    def explain(self, view: str) -> str:
-        """The incremental circuit of ``view``, then its Spark stages."""
-        text = super().explain(view)
+    def explain(self, view: str, analyze: bool = False) -> str:
+        """The incremental circuit of ``view`` (with ``analyze``, the last epoch's profile:
+        per phase and per view; operators run inside the view's Spark job), then its
+        Spark stages."""
+        text = super().explain(view, analyze)
         stages = self._stages_of(self._resolve(view))
         lines = [f"  {s.describe()}" for s in stages]
         return "\n".join([text, f"spark stages ({self.partitions} partitions):", *lines])
@@ -317,7 +322,9 @@ class SparkModeSession(SparkReads, Session):
                 change = epoch.run_view(self._directory(view.name), self._stages_of(view.name))
                 if change is None:
                     continue
+                start = time.perf_counter()
                 collected = change.toArrow()  # the job that runs the view's stages
+                self.profile.views[view.name] = time.perf_counter() - start
             except Exception as error:
                 translated = translate_error(error)
                 if translated is None or isinstance(translated, StateError):
