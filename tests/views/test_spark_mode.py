@@ -314,6 +314,8 @@ def test_explain_lists_the_spark_stages(harness: Any) -> None:
     assert re.search(r"join-[0-9a-f]{12}: in0 by \[o.customer\]; in1 by \[c.name\]", text)
     assert re.search(r"aggregate_per_key-[0-9a-f]{12}: in0 by \[__k0\]", text)
     assert "stores the view" in text
+    assert "no epoch has run" in harness.db.explain("revenue", analyze=True)
+    harness.apply(Epoch.of(SCRIPT[0]))
     analyzed = harness.db.explain("revenue", analyze=True)
     assert re.match(r"last epoch \d+: [\d.]+ ms \(batches [\d.]+, spark jobs [\d.]+", analyzed)
     assert "in the view's Spark job" in analyzed or "[no change]" in analyzed
