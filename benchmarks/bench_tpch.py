@@ -471,6 +471,7 @@ def run_query(
     name: str,
     sql: str,
     batches: int,
+    profile: bool = False,
 ) -> Result:
     result = Result(name)
     start = time.perf_counter()
@@ -494,6 +495,8 @@ def run_query(
                 break
             result.ivm.append(time.perf_counter() - start)
             result.delta_rows.append(delta[name].num_rows if name in delta else 0)
+            if profile and number == batches:
+                console.print(escape(db.explain(name, analyze=True)))
             refresh.commit(batch)
             apply_to_replica(replica, batch)
             start = time.perf_counter()
@@ -604,6 +607,9 @@ def main() -> None:
     parser.add_argument(
         "--no-lineitem-key", action="store_true", help="declare lineitem without a primary key"
     )
+    parser.add_argument(
+        "--profile", action="store_true", help="print explain(analyze=True) after each query"
+    )
     args = parser.parse_args()
     console = Console(width=None if sys.stdout.isatty() else 140)
     began = time.perf_counter()
@@ -631,7 +637,8 @@ def main() -> None:
     )
 
     results = [
-        run_query(console, db, replica, refresh, name, sql, args.batches) for name, sql in queries
+        run_query(console, db, replica, refresh, name, sql, args.batches, args.profile)
+        for name, sql in queries
     ]
     key = "lineitem without a key" if args.no_lineitem_key else "primary keys on every table"
     report(

@@ -81,7 +81,7 @@ def check_batches(keyed: bool, batches: list) -> None:
 
 def test_a_shared_key_hash_is_never_resolved_by_guessing():
     # Two live rows whose key hashes collide (a table without a key: two distinct rows).
-    index = RowIndex(False, Level.of(*(np.array(v, t) for v, t in (
+    index = RowIndex(False, Level(*(np.array(v, t) for v, t in (
         ([5, 5], np.uint64), ([50, 51], np.uint64), ([1, 1], np.int64)))))
     delete = Change(np.array([5], np.uint64), np.array([51], np.uint64), np.array([-1], np.int64))
     assert not index.accepts(delete)
