@@ -1,17 +1,23 @@
 """The aggregate-function registry: every aggregate ivm maintains, declared once.
 
-Each function is one of two classes (as Materialize classifies its reductions),
-and the aggregate operators follow the class, never the name:
+Each function is, for its argument types, of one of three classes (as Materialize
+classifies its reductions), and the aggregate operators follow the class, never
+the name:
 
-* **invertible** for an argument type: its value follows from a few running
-  sums per group (*moments*, each ``SUM(term · weight)``), which a change
-  updates by adding its own partial sums, deletes included. The operator keeps
-  the moments per group and ``finalize`` turns them into the value. COUNT, SUM
-  and AVG over exact numbers, VAR/STDDEV over narrow exact numbers, BOOL_AND/OR.
+* **invertible**: its value follows from a few running sums per group
+  (*moments*, each ``SUM(term · weight)``), which a change updates by adding its
+  own partial sums, deletes included. The operator keeps the moments per group
+  and ``finalize`` turns them into the value. COUNT, SUM and AVG over exact
+  numbers, VAR/STDDEV over narrow exact numbers, BOOL_AND/OR.
+* **running** (``ivm.functions.running``): running state per group that a change
+  updates from its own rows, except where a guard flags the group, which is then
+  recomputed from its live rows. SUM/AVG over DOUBLE and REAL (NaN and ±inf
+  counted apart, the finite sum kept with a bound on its rounding error: 1e17 + 1
+  − 1e17 is flagged), MIN/MAX (flagged when every copy of the extreme leaves).
 * **per key** otherwise: the value is recomputed, for each group the change
-  touches, from the group's live rows (``ivm.operators.per_key``). MIN/MAX,
-  anything DISTINCT, floating-point sums (NaN, ±inf and 1e17 + 1 − 1e17 make a
-  running float sum wrong), medians, quantiles, modes, ordered lists.
+  touches, from the group's live rows (``ivm.operators.per_key``). Anything
+  DISTINCT, VAR/STDDEV over floats or wide numbers, medians, quantiles, modes,
+  ordered lists; and every call of an aggregate that has one such call.
 
 A per-key call is rendered over the group's live rows either *weighted* (each
 row once with its multiplicity ``__w``: MIN, SUM(x·w)…) or, for functions that
@@ -29,6 +35,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ivm.functions.moments import NON_NULL, Invertible, Moment
+from ivm.functions.running import Running, extreme, float_sum
 from ivm.storage.sqltext import W
 
 SMALL_INTEGERS = frozenset(
@@ -56,34 +64,6 @@ def is_exact_number(type_: str) -> bool:
 
 
 # -- invertible functions ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Moment:
-    """One running sum kept per group: ``SUM(term · weight)`` with ``{x}`` the argument.
-
-    ``type``: the type it is kept as (None: the type DuckDB gives the sum).
-    """
-
-    name: str
-    term: str  # SQL over {x}; the weight multiplies it
-    type: str | None = None
-
-
-@dataclass(frozen=True)
-class Invertible:
-    """How an invertible function is kept: its moments and the value they give.
-
-    ``finalize`` gets each moment's SQL (a column of the state) by name and
-    returns the value's SQL (NULL where the group has no argument values).
-    """
-
-    moments: tuple[Moment, ...]
-    finalize: Callable[[Mapping[str, str]], str]
-
-
-NON_NULL = Moment("n", "CASE WHEN {x} IS NULL THEN 0 ELSE 1 END", "BIGINT")
-"""Rows whose argument is not NULL."""
 
 
 def _sum_of(type_: str) -> Moment:
@@ -194,6 +174,30 @@ def _variance(sample: bool, root: bool) -> Callable[[str], Invertible | None]:
     return invertible
 
 
+# -- running functions (ivm.functions.running) -------------------------------------------------
+
+ORDERED_SCALARS = INTEGERS | FLOATS | {
+    "BOOLEAN", "VARCHAR", "BLOB", "UUID", "DATE", "TIME", "TIMESTAMP", "TIMESTAMP_S",
+    "TIMESTAMP_MS", "TIMESTAMP_NS", "TIMESTAMP WITH TIME ZONE",
+}
+"""Types whose equal values are identical, so a kept MIN/MAX is the value DuckDB shows:
+not INTERVAL ('1 month' = '30 days'), TIME WITH TIME ZONE or nested types."""
+
+
+def _float_sum(average: bool) -> Callable[[str], Running | None]:
+    return lambda type_: float_sum(average) if type_.upper() in FLOATS else None
+
+
+def _extreme(largest: bool) -> Callable[[str], Running | None]:
+    def running(type_: str) -> Running | None:
+        spelled = type_.upper()
+        if spelled in ORDERED_SCALARS or decimal_scale(spelled) is not None:
+            return extreme(largest)
+        return None
+
+    return running
+
+
 # -- the registry ------------------------------------------------------------------------------
 
 
@@ -212,7 +216,9 @@ class AggregateFunction:
     that is not ``NAME(args…)`` (``{x}``/``{y}`` the arguments, ``{distinct}``,
     ``{filter}`` where its FILTER clause goes);
     ``skips_nulls``: rows with a NULL argument do not take part; ``weighs_values``: the
-    weighted form multiplies values by weights, so it serves numbers only.
+    weighted form multiplies values by weights, so it serves numbers only;
+    ``invertible`` / ``running``: per argument type, its invertible or running form
+    (None: none for that type).
     """
 
     name: str
@@ -225,12 +231,19 @@ class AggregateFunction:
     plain: str | None = None
     skips_nulls: bool = False
     weighs_values: bool = False
+    running: Callable[[str], Running | None] = field(default=lambda _: None)
 
     def invertible_for(self, types: Sequence[str], distinct: bool) -> Invertible | None:
         """The invertible form for arguments of ``types``; None means per key."""
         if distinct:
             return None
         return self.invertible(types[0] if types else "")
+
+    def running_for(self, types: Sequence[str], distinct: bool) -> Running | None:
+        """The running form for arguments of ``types``; None when it has none."""
+        if distinct:
+            return None
+        return self.running(types[0] if types else "")
 
 
 MODE_SQL = (
@@ -248,16 +261,17 @@ _FUNCTIONS = (
         invertible=_count,
     ),
     AggregateFunction("sum", weighted="SUM({x} * CAST({w} AS HUGEINT)){filter}",
-                      weighs_values=True, invertible=_sum),
+                      weighs_values=True, invertible=_sum, running=_float_sum(False)),
     AggregateFunction(
         "avg",
         weighted="SUM({x} * CAST({w} AS HUGEINT)){filter} "
         "/ SUM(CASE WHEN {x} IS NULL THEN NULL ELSE {w} END){filter}",
         weighs_values=True,
         invertible=_avg,
+        running=_float_sum(True),
     ),
-    AggregateFunction("min", weighted="MIN({x}){filter}"),
-    AggregateFunction("max", weighted="MAX({x}){filter}"),
+    AggregateFunction("min", weighted="MIN({x}){filter}", running=_extreme(False)),
+    AggregateFunction("max", weighted="MAX({x}){filter}", running=_extreme(True)),
     AggregateFunction("bool_and", weighted="BOOL_AND({x}){filter}", invertible=_bool("and")),
     AggregateFunction("bool_or", weighted="BOOL_OR({x}){filter}", invertible=_bool("or")),
     AggregateFunction("var_samp", invertible=_variance(sample=True, root=False)),
@@ -311,9 +325,11 @@ def weighted_sql(
 
 __all__ = [
     "FUNCTIONS",
+    "NON_NULL",
     "AggregateFunction",
     "Invertible",
     "Moment",
+    "Running",
     "decimal_scale",
     "is_exact_number",
     "lookup",

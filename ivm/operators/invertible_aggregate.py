@@ -114,7 +114,7 @@ class InvertibleAggregate(Operator):
         node = self.aggregate
         parts = [*map(quote, node.keys), f"SUM({W})::BIGINT AS {COUNT}"]
         for j, (call, form) in enumerate(zip(node.calls, self.forms, strict=True)):
-            weight = _weight(call)
+            weight = call_weight(call)
             for moment in form.moments:
                 term = moment.term.format(x=quote(call.arg or ""))
                 total = f"SUM(({term}) * {weight})"
@@ -161,7 +161,7 @@ class InvertibleAggregate(Operator):
         )
 
 
-def _weight(call: AggregateCall) -> str:
+def call_weight(call: AggregateCall) -> str:
     """The weight a row gives ``call``: zero where its FILTER condition is not true."""
     if call.filter is None:
         return W

@@ -16,6 +16,7 @@ from ivm.operators.group_recompute import GroupRecompute
 from ivm.operators.invertible_aggregate import InvertibleAggregate
 from ivm.operators.join import DeltaJoin, Join
 from ivm.operators.project import Project, ProjectOperator
+from ivm.operators.running_aggregate import RunningAggregate
 from ivm.operators.scan import Scan, Source
 from ivm.operators.union_all import UnionAll, UnionAllOperator
 from ivm.plan.node import Plan
@@ -29,12 +30,17 @@ def _plain(kind: type[Operator]) -> Factory:
 
 
 def _aggregate(node: Plan, inputs: tuple[Operator, ...], describe: Describe) -> Operator:
-    """Group versions when every call is invertible, else a per-key recompute."""
+    """Group versions when every call is invertible; running group state, recomputing a
+    group from its rows only when flagged, when every call is invertible or running;
+    else a per-key recompute of every touched group."""
     assert isinstance(node, Aggregate)
     forms = node.invertible_forms()
-    if forms is None:
-        return GroupRecompute.build(node, inputs, describe)
-    return InvertibleAggregate.build(node, inputs, forms, describe)
+    if forms is not None:
+        return InvertibleAggregate.build(node, inputs, forms, describe)
+    running = RunningAggregate.forms_for(node)
+    if running is not None:
+        return RunningAggregate.build(node, inputs, running, describe)
+    return GroupRecompute.build(node, inputs, describe)
 
 
 REGISTRY: Mapping[type[Plan], Factory] = {

@@ -1,0 +1,268 @@
+"""Running forms: functions kept from running state per group, recomputed only when flagged.
+
+A third class beside *invertible* and *per key* (``ivm.functions.aggregates``),
+for functions whose value a change updates from its own rows *almost* always:
+the state per group is running, but a guard (``flag``) says when it cannot give
+the value, and only such groups are recomputed from their live rows (by
+``ivm.operators.running_aggregate``, which keeps the input by key for them).
+
+A form declares, for one call (``{x}`` its argument, ``w`` the weight a row gives
+it: zero where its FILTER is not true):
+
+* ``moments``: exact running sums (counts), updated as invertible moments are;
+* ``state``: the rest of the state, (name, type) pairs, not invertible;
+* ``partials``: aggregates over a change's consolidated rows, each row beside its
+  group's old state (NULL for a new group);
+* ``combine``: the new state from the old state, the partials and the new moments;
+* ``flag``: true when the new state cannot give the value: the group is then
+  recomputed;
+* ``recompute``: each state column as an aggregate over the group's live rows,
+  each row beside its ``windows`` (aggregates over the group's live rows);
+* ``finalize``: the value.
+
+Two kinds (Materialize's accumulable-with-care and hierarchical reductions):
+
+* ``FloatSum``: SUM/AVG over DOUBLE or REAL (summed as DOUBLE, as DuckDB does).
+  NaN, +inf and −inf are counted apart (exact moments), so the value follows
+  IEEE (NaN if any NaN or both infinities, else the infinity present) and stays
+  invertible; the finite values are kept as a running DOUBLE sum ``s`` with a
+  rigorous bound ``e`` on its rounding error. Every change adds its own partial
+  sum's bound, (k + 1)·ε·Σ|x·w| for k rows (any summation order, the products
+  included: ε = 2⁻⁵² is twice the unit roundoff, room for the rounding of ``e``
+  itself), and ε·|s| for adding it to ``s``. No finite value left resets ``s`` and
+  ``e`` to exact zeros. A group is flagged when ``s`` may be off from the exact
+  sum of its live finite values by more than ``SUM_TOLERANCE`` relative (absolute
+  below 1): e > tol·max(|s| − e, 1), or ``s`` or ``e`` is not finite. Recomputed,
+  ``s`` is DuckDB's SUM over the live rows and ``e`` that sum's own bound. Deleting
+  1e17 from 1e17 + 1 leaves s = 0 with e ≈ 44: flagged, recomputed, 1.
+* ``Extreme``: MIN/MAX: the current extreme ``m`` and a count ``c`` of the live
+  rows holding it. A change improves on ``m`` only by inserting; its deletes
+  matter only when they take every counted copy of ``m``, and then only if it
+  inserts nothing at least as good: that case, with values left, is the one
+  flagged (m unknown). ``c`` is exact, except for a new extreme inserted by
+  several rows of one change, where it counts one row's copies: a count that
+  is too low is safe (its copies run out early: one needless recompute, which
+  counts exactly).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ivm.functions.moments import NON_NULL, Invertible, Moment
+
+EPSILON = 2.0**-52
+"""Twice the unit roundoff of DOUBLE: each rounding in a bound counted at double weight."""
+
+SUM_TOLERANCE = 0.5e-9
+"""How far a running float sum may be from the exact sum of its live values, relative
+(absolute below 1). Half the tolerance ivm's oracle tests allow between ivm and
+DuckDB's recomputation (1e-9), the other half left to DuckDB's own rounding."""
+
+Refs = Mapping[str, str]
+"""SQL of a form's columns (moments, state, partials or windows) by name."""
+
+Named = tuple[tuple[str, str], ...]
+"""(name, SQL) pairs."""
+
+
+def _blank() -> defaultdict[str, str]:
+    return defaultdict(str)
+
+
+@dataclass(frozen=True)
+class Running:
+    """A running form (see the module docstring); this base is the exact one: an
+    invertible form, whose moments are all its state and which is never flagged."""
+
+    moments: tuple[Moment, ...]
+
+    def state(self, arg_type: str) -> Named:
+        """State columns beyond the moments: (name, DuckDB type)."""
+        return ()
+
+    def partials(self, x: str, w: str, old: Refs) -> Named:
+        """(name, aggregate) over a change's rows: argument ``x``, weight ``w``, the row's
+        group's old state ``old``."""
+        return ()
+
+    def partial_names(self) -> tuple[str, ...]:
+        """The names ``partials`` gives."""
+        return tuple(name for name, _ in self.partials("", "", _blank()))
+
+    def combine(self, old: Refs, part: Refs, new: Refs) -> dict[str, str]:
+        """SQL of each state column after the change (``new``: the moments after it)."""
+        return {}
+
+    def flag(self, new: Refs) -> str:
+        """SQL: the group's state cannot give the value (recompute it)."""
+        return "false"
+
+    def windows(self, x: str, w: str) -> Named:
+        """(name, aggregate) over a group's live rows, beside each of them."""
+        return ()
+
+    def window_names(self) -> tuple[str, ...]:
+        """The names ``windows`` gives."""
+        return tuple(name for name, _ in self.windows("", ""))
+
+    def recompute(self, x: str, w: str, win: Refs) -> dict[str, str]:
+        """Each state column as an aggregate over a group's live rows (``win``: the
+        windows beside each row)."""
+        return {}
+
+    def finalize(self, new: Refs) -> str:
+        """SQL of the value (NULL where the group has no argument values)."""
+        raise NotImplementedError(type(self).__name__)
+
+
+@dataclass(frozen=True)
+class Exact(Running):
+    """An invertible form, run beside running ones in one aggregate."""
+
+    invertible: Invertible | None = None
+
+    def finalize(self, new: Refs) -> str:
+        assert self.invertible is not None
+        return self.invertible.finalize(new)
+
+
+def exact(form: Invertible) -> Exact:
+    """``form`` as a running form."""
+    return Exact(form.moments, invertible=form)
+
+
+_DOUBLE = "CAST({x} AS DOUBLE)"
+
+
+@dataclass(frozen=True)
+class FloatSum(Running):
+    """SUM or AVG over DOUBLE/REAL: non-finite values counted, finite ones summed with a
+    rounding bound (see the module docstring)."""
+
+    average: bool = False
+
+    def state(self, arg_type: str) -> Named:
+        return (("s", "DOUBLE"), ("e", "DOUBLE"))
+
+    @staticmethod
+    def _sums(x: str, w: str) -> tuple[str, str, str]:
+        """The finite values' sum, the sum of their magnitudes, and the terms summed."""
+        value = _DOUBLE.format(x=x)
+        term = f"CASE WHEN isfinite({value}) THEN {value} * {w} END"
+        return f"SUM({term})", f"SUM(abs({term}))", "COUNT(*)"
+
+    def partials(self, x: str, w: str, old: Refs) -> Named:
+        return tuple(zip(("s", "a", "k"), self._sums(x, w), strict=True))
+
+    def combine(self, old: Refs, part: Refs, new: Refs) -> dict[str, str]:
+        none_finite = f"{new['n']} - {new['nan']} - {new['pos']} - {new['neg']} = 0"
+        s = f"COALESCE({old['s']}, 0.0) + COALESCE({part['s']}, 0.0)"
+        bound = f"(COALESCE({part['k']}, 0) + 1) * {EPSILON!r} * COALESCE({part['a']}, 0.0)"
+        e = f"COALESCE({old['e']}, 0.0) + {bound} + {EPSILON!r} * abs({s})"
+        return {
+            "s": f"CASE WHEN {none_finite} THEN 0.0 ELSE {s} END",
+            "e": f"CASE WHEN {none_finite} THEN 0.0 ELSE {e} END",
+        }
+
+    def flag(self, new: Refs) -> str:
+        s, e = new["s"], new["e"]
+        close = (
+            f"isfinite({s}) AND isfinite({e}) AND "
+            f"{e} <= {SUM_TOLERANCE!r} * GREATEST(abs({s}) - {e}, 1.0)"
+        )
+        # The value depends on s only where no NaN or infinity is live.
+        return (
+            f"({new['n']} > 0 AND {new['nan']} = 0 AND {new['pos']} = 0 "
+            f"AND {new['neg']} = 0 AND NOT ({close}))"
+        )
+
+    def recompute(self, x: str, w: str, win: Refs) -> dict[str, str]:
+        s, a, k = self._sums(x, w)
+        return {"s": f"COALESCE({s}, 0.0)", "e": f"({k} + 1) * {EPSILON!r} * COALESCE({a}, 0.0)"}
+
+    def finalize(self, new: Refs) -> str:
+        finite = f"{new['s']} / {new['n']}" if self.average else new["s"]
+        return (
+            f"CASE WHEN {new['n']} = 0 THEN NULL "
+            f"WHEN {new['nan']} > 0 OR ({new['pos']} > 0 AND {new['neg']} > 0) "
+            "THEN CAST('nan' AS DOUBLE) "
+            f"WHEN {new['pos']} > 0 THEN CAST('inf' AS DOUBLE) "
+            f"WHEN {new['neg']} > 0 THEN CAST('-inf' AS DOUBLE) "
+            f"ELSE {finite} END"
+        )
+
+
+@dataclass(frozen=True)
+class Extreme(Running):
+    """MIN or MAX: the extreme and a count of its live copies (see the module docstring)."""
+
+    largest: bool = True
+
+    @property
+    def _best(self) -> str:
+        return "MAX" if self.largest else "MIN"
+
+    def state(self, arg_type: str) -> Named:
+        return (("m", arg_type), ("c", "BIGINT"))
+
+    def partials(self, x: str, w: str, old: Refs) -> Named:
+        arg = "arg_max" if self.largest else "arg_min"
+        return (
+            ("ib", f"{self._best}({x}) FILTER (WHERE {w} > 0)"),  # the best value inserted
+            ("ic", f"{arg}({w}, {x}) FILTER (WHERE {w} > 0)"),  # copies of it (one row's)
+            ("im", f"SUM({w}) FILTER (WHERE {w} > 0 AND {x} = {old['m']})"),  # m's inserted
+            ("dm", f"SUM(-{w}) FILTER (WHERE {w} < 0 AND {x} = {old['m']})"),  # m's deleted
+        )
+
+    def combine(self, old: Refs, part: Refs, new: Refs) -> dict[str, str]:
+        better = ">" if self.largest else "<"
+        m, ib = old["m"], part["ib"]
+        # counted copies of the old extreme left (no deleted value is better than it)
+        left = f"(COALESCE({old['c']}, 0) - COALESCE({part['dm']}, 0))"
+        keep = f"{left} > 0 AND ({ib} IS NULL OR NOT ({ib} {better} {m}))"
+        same = f"{ib} = {m}"
+        take = f"{ib} IS NOT NULL AND ({m} IS NULL OR NOT ({m} {better} {ib}))"
+        none = f"{new['n']} = 0"
+        return {
+            "m": f"CASE WHEN {none} THEN NULL WHEN {keep} THEN {m} WHEN {take} THEN {ib} END",
+            "c": (
+                f"CASE WHEN {none} THEN 0 WHEN {keep} THEN {left} + COALESCE({part['im']}, 0) "
+                f"WHEN {take} AND {same} THEN {part['im']} WHEN {take} THEN {part['ic']} "
+                "ELSE 0 END"
+            ),
+        }
+
+    def flag(self, new: Refs) -> str:
+        return f"({new['n']} > 0 AND {new['m']} IS NULL)"
+
+    def windows(self, x: str, w: str) -> Named:
+        return (("best", f"{self._best}({x}) FILTER (WHERE {w} > 0)"),)
+
+    def recompute(self, x: str, w: str, win: Refs) -> dict[str, str]:
+        return {
+            "m": f"{self._best}({x}) FILTER (WHERE {w} > 0)",
+            "c": f"COALESCE(SUM({w}) FILTER (WHERE {w} > 0 AND {x} = {win['best']}), 0)",
+        }
+
+    def finalize(self, new: Refs) -> str:
+        return new["m"]
+
+
+def float_sum(average: bool) -> FloatSum:
+    """SUM (or AVG) over a float argument, summed as DOUBLE."""
+    x = _DOUBLE
+    moments = (
+        NON_NULL,
+        Moment("nan", f"CASE WHEN isnan({x}) THEN 1 ELSE 0 END", "BIGINT"),
+        Moment("pos", f"CASE WHEN isinf({x}) AND {x} > 0 THEN 1 ELSE 0 END", "BIGINT"),
+        Moment("neg", f"CASE WHEN isinf({x}) AND {x} < 0 THEN 1 ELSE 0 END", "BIGINT"),
+    )
+    return FloatSum(moments, average=average)
+
+
+def extreme(largest: bool) -> Extreme:
+    """MAX (or MIN)."""
+    return Extreme((NON_NULL,), largest=largest)

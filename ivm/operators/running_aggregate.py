@@ -1,0 +1,340 @@
+"""GROUP BY kept as running state per group; a group's rows are read only when it is flagged.
+
+Meaning: as ``ivm.operators.aggregate``: one row per group with positive weight
+(a global aggregate always has its one row).
+
+Used when every call is invertible or running (``ivm.functions.running``) and at
+least one is running: SUM/AVG over DOUBLE or REAL, MIN/MAX, beside any invertible
+calls (COUNT, exact SUM…). A view with a per-key call (MEDIAN, COUNT(DISTINCT)…)
+is a ``GroupRecompute`` instead.
+
+State, both partitioned and sorted by the group keys:
+
+* ``groups``: group versions, as ``InvertibleAggregate``'s: the keys, the row count
+  ``__cnt``, the calls' moments ``__m<j>_<name>`` (exact running sums; calls with
+  equal moments share one column) and running state ``__s<j>_<name>`` (a float sum
+  and its error bound, an extreme and its copies), and the visible values. An
+  epoch appends, for every touched group, the old version with weight −1 and the
+  new one with +1.
+* ``input``: the input's integral (rows with weights), read only for flagged groups.
+
+Per epoch, in one statement over the consolidated change ``d`` (a scratch table):
+
+    o  = old versions of the groups d touches
+    c  = per group of d ⋈ o: the old version plus the change's partials (each
+         running form's ``combine``), flagged where a form's guard says the new
+         state cannot give the value (an extreme's copies all gone, a float sum's
+         error bound past its tolerance)
+    r  = for the flagged groups only, their running state from their live rows
+         (input at those keys ⊎ d: each form's ``recompute``)
+    new versions = c, with r's running state where flagged
+
+With no group flagged, the semi-join of ``input`` with the empty flagged set ends
+before scanning it. The versions' scratch table marks new versions that were
+recomputed (``__recomputed``): not state, but what tests count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+from ivm.functions.moments import Moment
+from ivm.functions.running import Running, exact
+from ivm.operators.aggregate import Aggregate, AggregateCall
+from ivm.operators.base import Describe, Operator, Run, TraceSpec
+from ivm.operators.invertible_aggregate import COUNT, call_weight, moment_column
+from ivm.plan.sql import W, column_list, consolidate_sql, empty_relation, null_safe_match
+from ivm.schema import Column, Schema, quote
+
+GROUPS = "groups"
+INPUT = "input"
+FLAG = "__flag"
+RECOMPUTED = "__recomputed"
+"""Column of the versions' scratch table: the new version was recomputed from rows."""
+
+
+def state_column(index: int, name: str) -> str:
+    """State column of running state ``name`` of call ``index``."""
+    return f"__s{index}_{name}"
+
+
+def _partial(index: int, name: str) -> str:
+    return f"__p{index}_{name}"
+
+
+def _window(index: int, name: str) -> str:
+    return f"__q{index}_{name}"
+
+
+def _summed(column: str) -> str:
+    """A change's partial sum of count or moment ``column``."""
+    return f"__d{column}"
+
+
+def _moment_sum(call: AggregateCall, moment: Moment) -> str:
+    """SQL of a change's partial sum of ``call``'s ``moment``."""
+    total = f"SUM(({moment.term.format(x=quote(call.arg or ''))}) * {call_weight(call)})"
+    return f"CAST({total} AS {moment.type})" if moment.type else total
+
+
+def _old(column: str) -> str:
+    """Held ``column`` of a group's old version, beside the change's rows."""
+    return f"__o{column}"
+
+
+@dataclass(frozen=True, eq=False)
+class RunningAggregate(Operator):
+    """GROUP BY with running group state, recomputing only flagged groups from their rows."""
+
+    kind = "aggregate_running"
+    forms: tuple[Running, ...] = ()
+    state: Schema = Schema(())
+
+    @staticmethod
+    def forms_for(node: Aggregate) -> list[Running] | None:
+        """Each call's form (an invertible one as exact, else its running one); None
+        unless every call has one and some call is running."""
+        forms: list[Running] = []
+        running = False
+        for call in node.calls:
+            types = [node.input.schema.type_of(a) for a in call.args]
+            invertible = call.function.invertible_for(types, call.distinct)
+            if invertible is not None:
+                forms.append(exact(invertible))
+                continue
+            form = call.function.running_for(types, call.distinct)
+            if form is None:
+                return None
+            forms.append(form)
+            running = True
+        return forms if running else None
+
+    @classmethod
+    def build(
+        cls,
+        node: Aggregate,
+        inputs: tuple[Operator, ...],
+        forms: Sequence[Running],
+        describe: Describe,
+    ) -> RunningAggregate:
+        """The operator, with its state columns typed (moments by DuckDB)."""
+        draft = cls(node, inputs, tuple(forms))
+        summed = describe(draft.moments_sql(empty_relation(node.input.schema)))
+        keys = [Column(k, node.input.schema.type_of(k)) for k in node.keys]
+        moments = [Column(c, summed.type_of(_summed(c))) for c in draft.moment_sums]
+        running = [
+            Column(state_column(j, n), t) for j in range(len(forms)) for n, t in draft.states(j)
+        ]
+        visible = list(node.schema.columns[len(node.keys) :])
+        return cls(node, inputs, tuple(forms), Schema((*keys, *moments, *running, *visible)))
+
+    @property
+    def aggregate(self) -> Aggregate:
+        """The aggregate's plan node."""
+        assert isinstance(self.node, Aggregate)
+        return self.node
+
+    # -- declarations ------------------------------------------------------------------------
+
+    def traces(self) -> tuple[TraceSpec, ...]:
+        keys = self.aggregate.keys
+        return (TraceSpec(GROUPS, self.state, keys), TraceSpec(INPUT, self.inputs[0].schema, keys))
+
+    def input_keys(self) -> tuple[tuple[str, ...] | None, ...]:
+        return (self.aggregate.keys,)
+
+    def label(self) -> str:
+        node = self.aggregate
+        calls = ", ".join(c.describe() for c in node.calls)
+        keys = ", ".join(node.keys) or "(global)"
+        return (
+            f"RunningAggregate by [{keys}] {calls} (state: group versions with running "
+            "state, and the input's rows, by key; rows are read only for groups whose "
+            "extreme left or whose float sum may be off)"
+        )
+
+    # -- computation -------------------------------------------------------------------------
+
+    def change(self, run: Run) -> str | None:
+        delta = run.change(self.inputs[0])
+        if delta is None:
+            return None
+        names = self.inputs[0].schema.names
+        change = run.materialize(self, "delta", consolidate_sql(delta, names))
+        groups, inputs = run.trace(self, GROUPS), run.trace(self, INPUT)
+        versions = run.materialize(self, "versions", self.step_sql(change, groups, inputs))
+        run.append(inputs, change)
+        run.append(groups, f"SELECT {column_list(self.state.names)}, {W} FROM ({versions}) AS v")
+        return f"SELECT {column_list(self.schema.names)}, {W} FROM ({versions}) AS v"
+
+    def integral(self, run: Run) -> str:
+        names = column_list(self.schema.names)
+        trace = run.trace(self, GROUPS)
+        return (
+            f"SELECT {names}, SUM({W})::BIGINT AS {W} FROM {trace} "
+            f"GROUP BY {names} HAVING SUM({W}) > 0"
+        )
+
+    # -- columns -----------------------------------------------------------------------------
+
+    @cached_property
+    def moment_sums(self) -> dict[str, str]:
+        """The count and every distinct moment: state column → the SQL of its partial sum
+        (``SUM(term · weight)``). Calls with equal moments (SUM, AVG and MAX of one
+        column all count its non-NULL values) share the first one's column."""
+        sums = {COUNT: f"SUM({W})::BIGINT"}
+        for j, (call, form) in enumerate(zip(self.aggregate.calls, self.forms, strict=True)):
+            for moment in form.moments:
+                total = _moment_sum(call, moment)
+                if total not in sums.values():
+                    sums[moment_column(j, moment.name)] = total
+        return sums
+
+    def _moment_refs(self, j: int, alias: str) -> dict[str, str]:
+        """Call ``j``'s moments as (shared) columns of ``alias``, by moment name."""
+        by_sum = {total: column for column, total in self.moment_sums.items()}
+        call = self.aggregate.calls[j]
+        return {
+            m.name: f"{alias}.{quote(by_sum[_moment_sum(call, m)])}" for m in self.forms[j].moments
+        }
+
+    def states(self, j: int) -> tuple[tuple[str, str], ...]:
+        """Call ``j``'s running state: (name, type)."""
+        arg = self.aggregate.calls[j].arg
+        return self.forms[j].state(self.aggregate.input.schema.type_of(arg) if arg else "")
+
+    def _refs(self, j: int, alias: str) -> dict[str, str]:
+        """Call ``j``'s moments and running state as columns of ``alias``, by name."""
+        refs = self._moment_refs(j, alias)
+        refs.update({n: f"{alias}.{quote(state_column(j, n))}" for n, _ in self.states(j)})
+        return refs
+
+    def held_names(self) -> list[str]:
+        """The state's columns but the visible values: keys, count, moments, running state."""
+        return self.state.names[: len(self.state.names) - len(self.aggregate.calls)]
+
+    # -- SQL ---------------------------------------------------------------------------------
+
+    def moments_sql(self, rows: str) -> str:
+        """Per group of ``rows``: the partial sum of the count and every moment."""
+        keys = [quote(k) for k in self.aggregate.keys]
+        parts = [*keys, *(f"{s} AS {quote(_summed(c))}" for c, s in self.moment_sums.items())]
+        group = f" GROUP BY {', '.join(keys)}" if keys else ""
+        return f"SELECT {', '.join(parts)} FROM ({rows}) AS r{group}"
+
+    def combined_sql(self, rows: str) -> str:
+        """Per group of ``rows`` (the change's rows, each beside its group's old held
+        columns ``__o<column>``): the new held columns and the flag. In layers, so each
+        expression refers to columns, not to copies of other expressions."""
+        node = self.aggregate
+        keys = [quote(k) for k in node.keys]
+        group = f" GROUP BY {', '.join(keys)}" if keys else ""
+        summed = [f"{s} AS {quote(_summed(c))}" for c, s in self.moment_sums.items()]
+        olds = [f"ANY_VALUE({quote(_old(c))}) AS {quote(_old(c))}"
+                for c in self.held_names()[len(keys) :]]
+        added, carried, combined, flags = [], [], [], []
+        for column in self.moment_sums:
+            total = f"COALESCE({quote(_old(column))}, 0) + COALESCE({quote(_summed(column))}, 0)"
+            added.append(f"CAST({total} AS {self.state.type_of(column)}) AS {quote(column)}")
+        partials = []
+        for j, (call, form) in enumerate(zip(node.calls, self.forms, strict=True)):
+            weight, x = call_weight(call), quote(call.arg or "")
+            old = {n: quote(_old(state_column(j, n))) for n, _ in self.states(j)}
+            partials += [
+                f"{sql} AS {quote(_partial(j, n))}" for n, sql in form.partials(x, weight, old)
+            ]
+            carried += [*old.values(), *(quote(_partial(j, n)) for n in form.partial_names())]
+            values = form.combine(old, {n: quote(_partial(j, n)) for n in form.partial_names()},
+                                  self._moment_refs(j, "b"))
+            combined += [f"CAST({values[n]} AS {t}) AS {quote(state_column(j, n))}"
+                         for n, t in self.states(j)]
+            flags.append(form.flag(self._refs(j, "c")))
+        moments = column_list(self.moment_sums, "b")
+        return (
+            f"SELECT *, ({' OR '.join(flags)}) AS {FLAG} FROM ("
+            f"SELECT {', '.join([*keys, moments, *combined])} FROM ("
+            f"SELECT {', '.join([*keys, *added, *carried])} FROM ("
+            f"SELECT {', '.join([*keys, *summed, *partials, *olds])} FROM ({rows}) AS r{group}"
+            ") AS a) AS b) AS c"
+        )
+
+    def recomputed_sql(self, live: str) -> str:
+        """Per group of ``live`` (consolidated live rows), the running state from them."""
+        node = self.aggregate
+        keys = [quote(k) for k in node.keys]
+        over = f"OVER (PARTITION BY {', '.join(keys)})" if keys else "OVER ()"
+        windows, states = [], []
+        for j, (call, form) in enumerate(zip(node.calls, self.forms, strict=True)):
+            weight, x = call_weight(call), quote(call.arg or "")
+            windows += [
+                f"{sql} {over} AS {quote(_window(j, n))}" for n, sql in form.windows(x, weight)
+            ]
+            win = {n: quote(_window(j, n)) for n in form.window_names()}
+            values = form.recompute(x, weight, win)
+            states += [f"CAST({values[n]} AS {t}) AS {quote(state_column(j, n))}"
+                       for n, t in self.states(j)]
+        if windows:
+            live = f"SELECT *, {', '.join(windows)} FROM ({live}) AS l"
+        group = f" GROUP BY {', '.join(keys)}" if keys else ""
+        return f"SELECT {', '.join([*keys, *states])} FROM ({live}) AS l{group}"
+
+    def step_sql(self, delta: str, groups: str, inputs: str) -> str:
+        """This epoch's group versions: old ones with −1, new ones with +1 (see the module)."""
+        node = self.aggregate
+        keys = list(node.keys)
+        stored, held = self.state.names, self.held_names()
+        names = self.inputs[0].schema.names
+        old = (
+            f"SELECT {column_list(stored, 's')} FROM {groups} AS s"
+            + (f" SEMI JOIN d ON {null_safe_match(keys, 's', 'd')}" if keys else "")
+            + f" GROUP BY ALL HAVING SUM(s.{W}) > 0"
+        )
+        beside = [f"o.{quote(c)} AS {quote(_old(c))}" for c in held[len(keys) :]]
+        # A global group is there even when the change is empty: its old version is kept.
+        join = "FULL JOIN o ON true"
+        if keys:
+            join = f"LEFT JOIN o ON {null_safe_match(keys, 'd', 'o')}"
+            flagged = f"SELECT {column_list(keys)} FROM c WHERE {FLAG}"
+            at = f" SEMI JOIN f ON {null_safe_match(keys, 'x', 'f')}"
+        else:
+            flagged = f"SELECT 1 AS __one FROM c WHERE {FLAG}"
+            at = " WHERE EXISTS (SELECT 1 FROM f)"
+        rows = f"SELECT {', '.join([column_list(names, 'd'), f'd.{W}', *beside])} FROM d {join}"
+        live = consolidate_sql(
+            f"SELECT {column_list(names, 'x')}, x.{W} FROM {inputs} AS x{at} "
+            f"UNION ALL SELECT {column_list(names, 'x')}, x.{W} FROM d AS x{at}",
+            names,
+            positive_only=True,
+        )
+        running = [quote(state_column(j, n)) for j in range(len(self.forms))
+                   for n, _ in self.states(j)]
+        new = [
+            *(f"c.{quote(c)}" for c in held if quote(c) not in running),
+            *(f"CASE WHEN c.{FLAG} THEN r.{c} ELSE c.{c} END AS {c}" for c in running),
+            f"c.{FLAG} AS {RECOMPUTED}",
+        ]
+        values = []
+        for j, (call, form) in enumerate(zip(node.calls, self.forms, strict=True)):
+            value, type_ = form.finalize(self._refs(j, "n")), node.schema.type_of(call.name)
+            values.append(f"CAST({value} AS {type_}) AS {quote(call.name)}")
+        exists = f" WHERE n.{COUNT} > 0" if keys else ""
+        new_rows = (
+            f"SELECT {column_list(held, 'n')}, {', '.join(values)}, 1::BIGINT AS {W}, "
+            f"n.{RECOMPUTED} FROM n{exists}"
+        )
+        old_rows = (
+            f"SELECT {column_list(stored)}, -1::BIGINT AS {W}, NULL::BOOLEAN AS {RECOMPUTED} "
+            "FROM o"
+        )
+        ctes = [
+            f"d AS ({delta})",
+            f"o AS MATERIALIZED ({old})",
+            f"c AS MATERIALIZED ({self.combined_sql(rows)})",
+            f"f AS ({flagged})",
+            f"r AS ({self.recomputed_sql(live)})",
+            f"n AS (SELECT {', '.join(new)} FROM c LEFT JOIN r ON "
+            f"{null_safe_match(keys, 'c', 'r')})",
+        ]
+        return f"WITH {', '.join(ctes)} {old_rows} UNION ALL {new_rows}"
