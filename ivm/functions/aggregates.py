@@ -185,7 +185,13 @@ not INTERVAL ('1 month' = '30 days'), TIME WITH TIME ZONE or nested types."""
 
 
 def _float_sum(average: bool) -> Callable[[str], Running | None]:
-    return lambda type_: float_sum(average) if type_.upper() in FLOATS else None
+    def running(type_: str) -> Running | None:
+        spelled = type_.upper()
+        if spelled not in FLOATS:
+            return None
+        return float_sum(average, widen=spelled not in ("DOUBLE", "FLOAT8"))
+
+    return running
 
 
 def _extreme(largest: bool) -> Callable[[str], Running | None]:

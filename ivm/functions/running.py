@@ -11,13 +11,11 @@ it: zero where its FILTER is not true):
 
 * ``moments``: exact running sums (counts), updated as invertible moments are;
 * ``state``: the rest of the state, (name, type) pairs, not invertible;
-* ``partials``: aggregates over a change's consolidated rows, each row beside its
-  group's old state (NULL for a new group);
+* ``partials``: aggregates over a change's consolidated rows;
 * ``combine``: the new state from the old state, the partials and the new moments;
 * ``flag``: true when the new state cannot give the value: the group is then
   recomputed;
-* ``recompute``: each state column as an aggregate over the group's live rows,
-  each row beside its ``windows`` (aggregates over the group's live rows);
+* ``recompute``: each state column as an aggregate over the group's live rows;
 * ``finalize``: the value.
 
 Two kinds (Materialize's accumulable-with-care and hierarchical reductions):
@@ -35,21 +33,23 @@ Two kinds (Materialize's accumulable-with-care and hierarchical reductions):
   below 1): e > tol·max(|s| − e, 1), or ``s`` or ``e`` is not finite. Recomputed,
   ``s`` is DuckDB's SUM over the live rows and ``e`` that sum's own bound. Deleting
   1e17 from 1e17 + 1 leaves s = 0 with e ≈ 44: flagged, recomputed, 1.
-* ``Extreme``: MIN/MAX: the current extreme ``m`` and a count ``c`` of the live
-  rows holding it. A change improves on ``m`` only by inserting; its deletes
-  matter only when they take every counted copy of ``m``, and then only if it
-  inserts nothing at least as good: that case, with values left, is the one
-  flagged (m unknown). ``c`` is exact, except for a new extreme inserted by
-  several rows of one change, where it counts one row's copies: a count that
-  is too low is safe (its copies run out early: one needless recompute, which
-  counts exactly).
+* ``Extreme``: MIN/MAX: the current extreme ``m`` and a count ``c`` of live rows
+  holding it, never more than there are. A change improves on ``m`` only by
+  inserting; its deletes matter only when they take every counted copy of ``m``,
+  and then only if it inserts nothing at least as good: that case, with values
+  left, is the one flagged (m unknown). The count is exact where each row of a
+  change holds a value of its own (the aggregate reads one column, so rows are
+  consolidated per value) and a change deletes at most one value of the group;
+  otherwise it may be low (inserted copies of a value counted for one row only;
+  all of a change's deleted copies counted as the extreme's when the extreme is
+  deleted): a count that is low is safe, its copies run out early and the group
+  is recomputed, which counts exactly again (under the same condition).
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ivm.functions.moments import NON_NULL, Invertible, Moment
 
@@ -62,14 +62,10 @@ SUM_TOLERANCE = 0.5e-9
 DuckDB's recomputation (1e-9), the other half left to DuckDB's own rounding."""
 
 Refs = Mapping[str, str]
-"""SQL of a form's columns (moments, state, partials or windows) by name."""
+"""SQL of a form's columns (moments, state or partials) by name."""
 
 Named = tuple[tuple[str, str], ...]
 """(name, SQL) pairs."""
-
-
-def _blank() -> defaultdict[str, str]:
-    return defaultdict(str)
 
 
 @dataclass(frozen=True)
@@ -83,14 +79,13 @@ class Running:
         """State columns beyond the moments: (name, DuckDB type)."""
         return ()
 
-    def partials(self, x: str, w: str, old: Refs) -> Named:
-        """(name, aggregate) over a change's rows: argument ``x``, weight ``w``, the row's
-        group's old state ``old``."""
+    def partials(self, x: str, w: str) -> Named:
+        """(name, aggregate) over a change's rows: argument ``x``, weight ``w``."""
         return ()
 
     def partial_names(self) -> tuple[str, ...]:
         """The names ``partials`` gives."""
-        return tuple(name for name, _ in self.partials("", "", _blank()))
+        return tuple(name for name, _ in self.partials("", ""))
 
     def combine(self, old: Refs, part: Refs, new: Refs) -> dict[str, str]:
         """SQL of each state column after the change (``new``: the moments after it)."""
@@ -100,22 +95,18 @@ class Running:
         """SQL: the group's state cannot give the value (recompute it)."""
         return "false"
 
-    def windows(self, x: str, w: str) -> Named:
-        """(name, aggregate) over a group's live rows, beside each of them."""
-        return ()
-
-    def window_names(self) -> tuple[str, ...]:
-        """The names ``windows`` gives."""
-        return tuple(name for name, _ in self.windows("", ""))
-
-    def recompute(self, x: str, w: str, win: Refs) -> dict[str, str]:
-        """Each state column as an aggregate over a group's live rows (``win``: the
-        windows beside each row)."""
+    def recompute(self, x: str, w: str) -> dict[str, str]:
+        """Each state column as an aggregate over a group's live rows."""
         return {}
 
     def finalize(self, new: Refs) -> str:
         """SQL of the value (NULL where the group has no argument values)."""
         raise NotImplementedError(type(self).__name__)
+
+    def kept(self) -> Running:
+        """What the state depends on: calls whose forms keep equal things over one
+        argument and FILTER share one state (SUM and AVG of a column: one sum)."""
+        return self
 
 
 @dataclass(frozen=True)
@@ -134,27 +125,28 @@ def exact(form: Invertible) -> Exact:
     return Exact(form.moments, invertible=form)
 
 
-_DOUBLE = "CAST({x} AS DOUBLE)"
-
-
 @dataclass(frozen=True)
 class FloatSum(Running):
     """SUM or AVG over DOUBLE/REAL: non-finite values counted, finite ones summed with a
-    rounding bound (see the module docstring)."""
+    rounding bound (see the module docstring). ``widen``: the argument is REAL, summed
+    as DOUBLE."""
 
     average: bool = False
+    widen: bool = False
+
+    def kept(self) -> Running:
+        return replace(self, average=False)
 
     def state(self, arg_type: str) -> Named:
         return (("s", "DOUBLE"), ("e", "DOUBLE"))
 
-    @staticmethod
-    def _sums(x: str, w: str) -> tuple[str, str, str]:
+    def _sums(self, x: str, w: str) -> tuple[str, str, str]:
         """The finite values' sum, the sum of their magnitudes, and the terms summed."""
-        value = _DOUBLE.format(x=x)
+        value = f"CAST({x} AS DOUBLE)" if self.widen else x
         term = f"CASE WHEN isfinite({value}) THEN {value} * {w} END"
         return f"SUM({term})", f"SUM(abs({term}))", "COUNT(*)"
 
-    def partials(self, x: str, w: str, old: Refs) -> Named:
+    def partials(self, x: str, w: str) -> Named:
         return tuple(zip(("s", "a", "k"), self._sums(x, w), strict=True))
 
     def combine(self, old: Refs, part: Refs, new: Refs) -> dict[str, str]:
@@ -179,7 +171,7 @@ class FloatSum(Running):
             f"AND {new['neg']} = 0 AND NOT ({close}))"
         )
 
-    def recompute(self, x: str, w: str, win: Refs) -> dict[str, str]:
+    def recompute(self, x: str, w: str) -> dict[str, str]:
         s, a, k = self._sums(x, w)
         return {"s": f"COALESCE({s}, 0.0)", "e": f"({k} + 1) * {EPSILON!r} * COALESCE({a}, 0.0)"}
 
@@ -208,20 +200,24 @@ class Extreme(Running):
     def state(self, arg_type: str) -> Named:
         return (("m", arg_type), ("c", "BIGINT"))
 
-    def partials(self, x: str, w: str, old: Refs) -> Named:
+    def partials(self, x: str, w: str) -> Named:
         arg = "arg_max" if self.largest else "arg_min"
         return (
             ("ib", f"{self._best}({x}) FILTER (WHERE {w} > 0)"),  # the best value inserted
             ("ic", f"{arg}({w}, {x}) FILTER (WHERE {w} > 0)"),  # copies of it (one row's)
-            ("im", f"SUM({w}) FILTER (WHERE {w} > 0 AND {x} = {old['m']})"),  # m's inserted
-            ("dm", f"SUM(-{w}) FILTER (WHERE {w} < 0 AND {x} = {old['m']})"),  # m's deleted
+            ("db", f"{self._best}({x}) FILTER (WHERE {w} < 0)"),  # the best value deleted
+            ("dn", f"SUM(-{w}) FILTER (WHERE {w} < 0 AND {x} IS NOT NULL)"),  # copies deleted
         )
 
     def combine(self, old: Refs, part: Refs, new: Refs) -> dict[str, str]:
         better = ">" if self.largest else "<"
         m, ib = old["m"], part["ib"]
-        # counted copies of the old extreme left (no deleted value is better than it)
-        left = f"(COALESCE({old['c']}, 0) - COALESCE({part['dm']}, 0))"
+        # Counted copies of the old extreme left: no deleted value is better than it, and
+        # where the best deleted value is it, every deleted copy is counted as one of it.
+        left = (
+            f"(COALESCE({old['c']}, 0) - CASE WHEN {part['db']} = {m} THEN {part['dn']} "
+            "ELSE 0 END)"
+        )
         keep = f"{left} > 0 AND ({ib} IS NULL OR NOT ({ib} {better} {m}))"
         same = f"{ib} = {m}"
         take = f"{ib} IS NOT NULL AND ({m} IS NULL OR NOT ({m} {better} {ib}))"
@@ -229,38 +225,35 @@ class Extreme(Running):
         return {
             "m": f"CASE WHEN {none} THEN NULL WHEN {keep} THEN {m} WHEN {take} THEN {ib} END",
             "c": (
-                f"CASE WHEN {none} THEN 0 WHEN {keep} THEN {left} + COALESCE({part['im']}, 0) "
-                f"WHEN {take} AND {same} THEN {part['im']} WHEN {take} THEN {part['ic']} "
-                "ELSE 0 END"
+                f"CASE WHEN {none} THEN 0 WHEN {keep} THEN {left} + "
+                f"CASE WHEN {same} THEN {part['ic']} ELSE 0 END "
+                f"WHEN {take} THEN {part['ic']} ELSE 0 END"
             ),
         }
 
     def flag(self, new: Refs) -> str:
         return f"({new['n']} > 0 AND {new['m']} IS NULL)"
 
-    def windows(self, x: str, w: str) -> Named:
-        return (("best", f"{self._best}({x}) FILTER (WHERE {w} > 0)"),)
-
-    def recompute(self, x: str, w: str, win: Refs) -> dict[str, str]:
+    def recompute(self, x: str, w: str) -> dict[str, str]:
+        arg = "arg_max" if self.largest else "arg_min"
         return {
             "m": f"{self._best}({x}) FILTER (WHERE {w} > 0)",
-            "c": f"COALESCE(SUM({w}) FILTER (WHERE {w} > 0 AND {x} = {win['best']}), 0)",
+            "c": f"COALESCE({arg}({w}, {x}) FILTER (WHERE {w} > 0), 0)",
         }
 
     def finalize(self, new: Refs) -> str:
         return new["m"]
 
 
-def float_sum(average: bool) -> FloatSum:
-    """SUM (or AVG) over a float argument, summed as DOUBLE."""
-    x = _DOUBLE
+def float_sum(average: bool, widen: bool) -> FloatSum:
+    """SUM (or AVG) over a DOUBLE argument, or a REAL one (``widen``: summed as DOUBLE)."""
     moments = (
         NON_NULL,
-        Moment("nan", f"CASE WHEN isnan({x}) THEN 1 ELSE 0 END", "BIGINT"),
-        Moment("pos", f"CASE WHEN isinf({x}) AND {x} > 0 THEN 1 ELSE 0 END", "BIGINT"),
-        Moment("neg", f"CASE WHEN isinf({x}) AND {x} < 0 THEN 1 ELSE 0 END", "BIGINT"),
+        Moment("nan", "CAST(isnan({x}) AS INTEGER)", "BIGINT"),
+        Moment("pos", "CAST({x} = CAST('inf' AS DOUBLE) AS INTEGER)", "BIGINT"),
+        Moment("neg", "CAST({x} = CAST('-inf' AS DOUBLE) AS INTEGER)", "BIGINT"),
     )
-    return FloatSum(moments, average=average)
+    return FloatSum(moments, average=average, widen=widen)
 
 
 def extreme(largest: bool) -> Extreme:

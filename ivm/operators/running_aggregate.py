@@ -64,10 +64,6 @@ def _partial(index: int, name: str) -> str:
     return f"__p{index}_{name}"
 
 
-def _window(index: int, name: str) -> str:
-    return f"__q{index}_{name}"
-
-
 def _summed(column: str) -> str:
     """A change's partial sum of count or moment ``column``."""
     return f"__d{column}"
@@ -121,12 +117,10 @@ class RunningAggregate(Operator):
     ) -> RunningAggregate:
         """The operator, with its state columns typed (moments by DuckDB)."""
         draft = cls(node, inputs, tuple(forms))
-        summed = describe(draft.moments_sql(empty_relation(node.input.schema)))
+        summed = describe(draft.partials_sql(empty_relation(node.input.schema)))
         keys = [Column(k, node.input.schema.type_of(k)) for k in node.keys]
         moments = [Column(c, summed.type_of(_summed(c))) for c in draft.moment_sums]
-        running = [
-            Column(state_column(j, n), t) for j in range(len(forms)) for n, t in draft.states(j)
-        ]
+        running = [Column(state_column(j, n), t) for j in draft.keepers for n, t in draft.states(j)]
         visible = list(node.schema.columns[len(node.keys) :])
         return cls(node, inputs, tuple(forms), Schema((*keys, *moments, *running, *visible)))
 
@@ -184,7 +178,7 @@ class RunningAggregate(Operator):
         """The count and every distinct moment: state column → the SQL of its partial sum
         (``SUM(term · weight)``). Calls with equal moments (SUM, AVG and MAX of one
         column all count its non-NULL values) share the first one's column."""
-        sums = {COUNT: f"SUM({W})::BIGINT"}
+        sums = {COUNT: f"CAST(SUM((1) * {W}) AS BIGINT)"}  # as COUNT(*)'s moment: shared
         for j, (call, form) in enumerate(zip(self.aggregate.calls, self.forms, strict=True)):
             for moment in form.moments:
                 total = _moment_sum(call, moment)
@@ -200,6 +194,21 @@ class RunningAggregate(Operator):
             m.name: f"{alias}.{quote(by_sum[_moment_sum(call, m)])}" for m in self.forms[j].moments
         }
 
+    @cached_property
+    def keeper(self) -> list[int]:
+        """Per call, the call that keeps its running state: the first one whose form keeps
+        the same (``Running.kept``) over the same argument and FILTER."""
+        first: dict[tuple[object, ...], int] = {}
+        return [
+            first.setdefault((form.kept(), call.arg, call.filter), j)
+            for j, (call, form) in enumerate(zip(self.aggregate.calls, self.forms, strict=True))
+        ]
+
+    @property
+    def keepers(self) -> list[int]:
+        """The calls that keep running state (and compute it)."""
+        return [j for j, k in enumerate(self.keeper) if j == k]
+
     def states(self, j: int) -> tuple[tuple[str, str], ...]:
         """Call ``j``'s running state: (name, type)."""
         arg = self.aggregate.calls[j].arg
@@ -208,7 +217,8 @@ class RunningAggregate(Operator):
     def _refs(self, j: int, alias: str) -> dict[str, str]:
         """Call ``j``'s moments and running state as columns of ``alias``, by name."""
         refs = self._moment_refs(j, alias)
-        refs.update({n: f"{alias}.{quote(state_column(j, n))}" for n, _ in self.states(j)})
+        keeper = self.keeper[j]
+        refs.update({n: f"{alias}.{quote(state_column(keeper, n))}" for n, _ in self.states(j)})
         return refs
 
     def held_names(self) -> list[str]:
@@ -217,66 +227,61 @@ class RunningAggregate(Operator):
 
     # -- SQL ---------------------------------------------------------------------------------
 
-    def moments_sql(self, rows: str) -> str:
-        """Per group of ``rows``: the partial sum of the count and every moment."""
-        keys = [quote(k) for k in self.aggregate.keys]
+    def partials_sql(self, rows: str) -> str:
+        """Per group of ``rows`` (a change): its count and moments' partial sums
+        (``__d<column>``) and every form's partials."""
+        node = self.aggregate
+        keys = [quote(k) for k in node.keys]
         parts = [*keys, *(f"{s} AS {quote(_summed(c))}" for c, s in self.moment_sums.items())]
+        for j in self.keepers:
+            call, form = node.calls[j], self.forms[j]
+            partials = form.partials(quote(call.arg or ""), call_weight(call))
+            parts += [f"{sql} AS {quote(_partial(j, n))}" for n, sql in partials]
         group = f" GROUP BY {', '.join(keys)}" if keys else ""
         return f"SELECT {', '.join(parts)} FROM ({rows}) AS r{group}"
 
-    def combined_sql(self, rows: str) -> str:
-        """Per group of ``rows`` (the change's rows, each beside its group's old held
-        columns ``__o<column>``): the new held columns and the flag. In layers, so each
-        expression refers to columns, not to copies of other expressions."""
+    def combined_sql(self, partials: str, old: str) -> str:
+        """Per group of ``partials`` (``partials_sql``): the new held columns, from the
+        ``old`` versions, and the flag. In layers, so each expression refers to columns,
+        not to copies of other expressions."""
         node = self.aggregate
-        keys = [quote(k) for k in node.keys]
-        group = f" GROUP BY {', '.join(keys)}" if keys else ""
-        summed = [f"{s} AS {quote(_summed(c))}" for c, s in self.moment_sums.items()]
-        olds = [f"ANY_VALUE({quote(_old(c))}) AS {quote(_old(c))}"
-                for c in self.held_names()[len(keys) :]]
-        added, carried, combined, flags = [], [], [], []
+        keys = list(node.keys)
+        added = [f"p.{quote(k)}" for k in keys]
         for column in self.moment_sums:
-            total = f"COALESCE({quote(_old(column))}, 0) + COALESCE({quote(_summed(column))}, 0)"
+            total = f"COALESCE(o.{quote(column)}, 0) + COALESCE(p.{quote(_summed(column))}, 0)"
             added.append(f"CAST({total} AS {self.state.type_of(column)}) AS {quote(column)}")
-        partials = []
-        for j, (call, form) in enumerate(zip(node.calls, self.forms, strict=True)):
-            weight, x = call_weight(call), quote(call.arg or "")
-            old = {n: quote(_old(state_column(j, n))) for n, _ in self.states(j)}
-            partials += [
-                f"{sql} AS {quote(_partial(j, n))}" for n, sql in form.partials(x, weight, old)
+        combined, flags = [*map(quote, keys), *map(quote, self.moment_sums)], []
+        for j in self.keepers:
+            form = self.forms[j]
+            olds = {n: quote(_old(state_column(j, n))) for n, _ in self.states(j)}
+            added += [f"o.{quote(state_column(j, n))} AS {olds[n]}" for n, _ in self.states(j)]
+            part = {n: quote(_partial(j, n)) for n in form.partial_names()}
+            added += [f"p.{c}" for c in part.values()]
+            values = form.combine(olds, part, self._moment_refs(j, "a"))
+            combined += [
+                f"CAST({values[n]} AS {t}) AS {quote(state_column(j, n))}"
+                for n, t in self.states(j)
             ]
-            carried += [*old.values(), *(quote(_partial(j, n)) for n in form.partial_names())]
-            values = form.combine(old, {n: quote(_partial(j, n)) for n in form.partial_names()},
-                                  self._moment_refs(j, "b"))
-            combined += [f"CAST({values[n]} AS {t}) AS {quote(state_column(j, n))}"
-                         for n, t in self.states(j)]
             flags.append(form.flag(self._refs(j, "c")))
-        moments = column_list(self.moment_sums, "b")
         return (
             f"SELECT *, ({' OR '.join(flags)}) AS {FLAG} FROM ("
-            f"SELECT {', '.join([*keys, moments, *combined])} FROM ("
-            f"SELECT {', '.join([*keys, *added, *carried])} FROM ("
-            f"SELECT {', '.join([*keys, *summed, *partials, *olds])} FROM ({rows}) AS r{group}"
-            ") AS a) AS b) AS c"
+            f"SELECT {', '.join(combined)} FROM ("
+            f"SELECT {', '.join(added)} FROM ({partials}) AS p LEFT JOIN ({old}) AS o "
+            f"ON {null_safe_match(keys, 'p', 'o')}) AS a) AS c"
         )
 
     def recomputed_sql(self, live: str) -> str:
         """Per group of ``live`` (consolidated live rows), the running state from them."""
         node = self.aggregate
         keys = [quote(k) for k in node.keys]
-        over = f"OVER (PARTITION BY {', '.join(keys)})" if keys else "OVER ()"
-        windows, states = [], []
-        for j, (call, form) in enumerate(zip(node.calls, self.forms, strict=True)):
-            weight, x = call_weight(call), quote(call.arg or "")
-            windows += [
-                f"{sql} {over} AS {quote(_window(j, n))}" for n, sql in form.windows(x, weight)
+        states = []
+        for j in self.keepers:
+            call, form = node.calls[j], self.forms[j]
+            values = form.recompute(quote(call.arg or ""), call_weight(call))
+            states += [
+                f"CAST({values[n]} AS {t}) AS {quote(state_column(j, n))}"
+                for n, t in self.states(j)
             ]
-            win = {n: quote(_window(j, n)) for n in form.window_names()}
-            values = form.recompute(x, weight, win)
-            states += [f"CAST({values[n]} AS {t}) AS {quote(state_column(j, n))}"
-                       for n, t in self.states(j)]
-        if windows:
-            live = f"SELECT *, {', '.join(windows)} FROM ({live}) AS l"
         group = f" GROUP BY {', '.join(keys)}" if keys else ""
         return f"SELECT {', '.join([*keys, *states])} FROM ({live}) AS l{group}"
 
@@ -288,28 +293,22 @@ class RunningAggregate(Operator):
         names = self.inputs[0].schema.names
         old = (
             f"SELECT {column_list(stored, 's')} FROM {groups} AS s"
-            + (f" SEMI JOIN d ON {null_safe_match(keys, 's', 'd')}" if keys else "")
+            + (f" SEMI JOIN p ON {null_safe_match(keys, 's', 'p')}" if keys else "")
             + f" GROUP BY ALL HAVING SUM(s.{W}) > 0"
         )
-        beside = [f"o.{quote(c)} AS {quote(_old(c))}" for c in held[len(keys) :]]
-        # A global group is there even when the change is empty: its old version is kept.
-        join = "FULL JOIN o ON true"
         if keys:
-            join = f"LEFT JOIN o ON {null_safe_match(keys, 'd', 'o')}"
             flagged = f"SELECT {column_list(keys)} FROM c WHERE {FLAG}"
             at = f" SEMI JOIN f ON {null_safe_match(keys, 'x', 'f')}"
         else:
             flagged = f"SELECT 1 AS __one FROM c WHERE {FLAG}"
             at = " WHERE EXISTS (SELECT 1 FROM f)"
-        rows = f"SELECT {', '.join([column_list(names, 'd'), f'd.{W}', *beside])} FROM d {join}"
         live = consolidate_sql(
             f"SELECT {column_list(names, 'x')}, x.{W} FROM {inputs} AS x{at} "
             f"UNION ALL SELECT {column_list(names, 'x')}, x.{W} FROM d AS x{at}",
             names,
             positive_only=True,
         )
-        running = [quote(state_column(j, n)) for j in range(len(self.forms))
-                   for n, _ in self.states(j)]
+        running = [quote(state_column(j, n)) for j in self.keepers for n, _ in self.states(j)]
         new = [
             *(f"c.{quote(c)}" for c in held if quote(c) not in running),
             *(f"CASE WHEN c.{FLAG} THEN r.{c} ELSE c.{c} END AS {c}" for c in running),
@@ -330,8 +329,9 @@ class RunningAggregate(Operator):
         )
         ctes = [
             f"d AS ({delta})",
+            f"p AS MATERIALIZED ({self.partials_sql('SELECT * FROM d')})",
             f"o AS MATERIALIZED ({old})",
-            f"c AS MATERIALIZED ({self.combined_sql(rows)})",
+            f"c AS MATERIALIZED ({self.combined_sql('SELECT * FROM p', 'SELECT * FROM o')})",
             f"f AS ({flagged})",
             f"r AS ({self.recomputed_sql(live)})",
             f"n AS (SELECT {', '.join(new)} FROM c LEFT JOIN r ON "
