@@ -21,14 +21,15 @@ it: zero where its FILTER is not true):
 Two kinds (Materialize's accumulable-with-care and hierarchical reductions):
 
 * ``FloatSum``: SUM/AVG over DOUBLE or REAL (summed as DOUBLE, as DuckDB does).
-  NaN, +inf and −inf are counted apart (exact moments), so the value follows
-  IEEE (NaN if any NaN or both infinities, else the infinity present) and stays
-  invertible; the finite values are kept as a running DOUBLE sum ``s`` with a
+  Non-finite values are counted apart (exact moments: ``up`` counts +inf and NaN,
+  ``down`` −inf and NaN), so the value follows IEEE (NaN if any NaN or both
+  infinities, else the infinity present) and stays invertible; the finite values
+  are kept as a running DOUBLE sum ``s`` with a
   rigorous bound ``e`` on its rounding error. Every change adds its own partial
   sum's bound, (k + 1)·ε·Σ|x·w| for k rows (any summation order, the products
   included: ε = 2⁻⁵² is twice the unit roundoff, room for the rounding of ``e``
-  itself), and ε·|s| for adding it to ``s``. No finite value left resets ``s`` and
-  ``e`` to exact zeros. A group is flagged when ``s`` may be off from the exact
+  itself), and ε·|s| for adding it to ``s``. No value left resets ``s`` and ``e`` to
+  exact zeros. A group is flagged when ``s`` may be off from the exact
   sum of its live finite values by more than ``SUM_TOLERANCE`` relative (absolute
   below 1): e > tol·max(|s| − e, 1), or ``s`` or ``e`` is not finite. Recomputed,
   ``s`` is DuckDB's SUM over the live rows and ``e`` that sum's own bound. Deleting
@@ -140,23 +141,26 @@ class FloatSum(Running):
     def state(self, arg_type: str) -> Named:
         return (("s", "DOUBLE"), ("e", "DOUBLE"))
 
-    def _sums(self, x: str, w: str) -> tuple[str, str, str]:
-        """The finite values' sum, the sum of their magnitudes, and the terms summed."""
+    def _sums(self, x: str, w: str) -> tuple[str, str]:
+        """The finite values' sum and the sum of their magnitudes."""
         value = f"CAST({x} AS DOUBLE)" if self.widen else x
-        term = f"CASE WHEN isfinite({value}) THEN {value} * {w} END"
-        return f"SUM({term})", f"SUM(abs({term}))", "COUNT(*)"
+        finite = f"FILTER (WHERE isfinite({value}))"
+        return f"SUM({value} * {w}) {finite}", f"SUM(abs({value} * {w})) {finite}"
 
     def partials(self, x: str, w: str) -> Named:
-        return tuple(zip(("s", "a", "k"), self._sums(x, w), strict=True))
+        s, a = self._sums(x, w)
+        return (("s", s), ("a", a), ("k", "COUNT(*)"))
 
     def combine(self, old: Refs, part: Refs, new: Refs) -> dict[str, str]:
-        none_finite = f"{new['n']} - {new['nan']} - {new['pos']} - {new['neg']} = 0"
+        empty = f"{new['n']} = 0"  # no value left: an exact empty sum
         s = f"COALESCE({old['s']}, 0.0) + COALESCE({part['s']}, 0.0)"
-        bound = f"(COALESCE({part['k']}, 0) + 1) * {EPSILON!r} * COALESCE({part['a']}, 0.0)"
-        e = f"COALESCE({old['e']}, 0.0) + {bound} + {EPSILON!r} * abs({s})"
+        e = (
+            f"COALESCE({old['e']}, 0.0) + ({part['k']} + 1) * {EPSILON!r} "
+            f"* COALESCE({part['a']}, 0.0) + {EPSILON!r} * abs({s})"
+        )
         return {
-            "s": f"CASE WHEN {none_finite} THEN 0.0 ELSE {s} END",
-            "e": f"CASE WHEN {none_finite} THEN 0.0 ELSE {e} END",
+            "s": f"CASE WHEN {empty} THEN 0.0 ELSE {s} END",
+            "e": f"CASE WHEN {empty} THEN 0.0 ELSE {e} END",
         }
 
     def flag(self, new: Refs) -> str:
@@ -166,24 +170,21 @@ class FloatSum(Running):
             f"{e} <= {SUM_TOLERANCE!r} * GREATEST(abs({s}) - {e}, 1.0)"
         )
         # The value depends on s only where no NaN or infinity is live.
-        return (
-            f"({new['n']} > 0 AND {new['nan']} = 0 AND {new['pos']} = 0 "
-            f"AND {new['neg']} = 0 AND NOT ({close}))"
-        )
+        return f"({new['n']} > 0 AND {new['up']} = 0 AND {new['down']} = 0 AND NOT ({close}))"
 
     def recompute(self, x: str, w: str) -> dict[str, str]:
-        s, a, k = self._sums(x, w)
-        return {"s": f"COALESCE({s}, 0.0)", "e": f"({k} + 1) * {EPSILON!r} * COALESCE({a}, 0.0)"}
+        s, a = self._sums(x, w)
+        bound = f"(COUNT(*) + 1) * {EPSILON!r} * COALESCE({a}, 0.0)"
+        return {"s": f"COALESCE({s}, 0.0)", "e": bound}
 
     def finalize(self, new: Refs) -> str:
         finite = f"{new['s']} / {new['n']}" if self.average else new["s"]
+        up, down = new["up"], new["down"]
         return (
             f"CASE WHEN {new['n']} = 0 THEN NULL "
-            f"WHEN {new['nan']} > 0 OR ({new['pos']} > 0 AND {new['neg']} > 0) "
-            "THEN CAST('nan' AS DOUBLE) "
-            f"WHEN {new['pos']} > 0 THEN CAST('inf' AS DOUBLE) "
-            f"WHEN {new['neg']} > 0 THEN CAST('-inf' AS DOUBLE) "
-            f"ELSE {finite} END"
+            f"WHEN {up} > 0 AND {down} > 0 THEN CAST('nan' AS DOUBLE) "
+            f"WHEN {up} > 0 THEN CAST('inf' AS DOUBLE) "
+            f"WHEN {down} > 0 THEN CAST('-inf' AS DOUBLE) ELSE {finite} END"
         )
 
 
@@ -193,41 +194,34 @@ class Extreme(Running):
 
     largest: bool = True
 
-    @property
-    def _best(self) -> str:
-        return "MAX" if self.largest else "MIN"
-
     def state(self, arg_type: str) -> Named:
         return (("m", arg_type), ("c", "BIGINT"))
 
     def partials(self, x: str, w: str) -> Named:
-        arg = "arg_max" if self.largest else "arg_min"
+        best, arg = ("MAX", "arg_max") if self.largest else ("MIN", "arg_min")
         return (
-            ("ib", f"{self._best}({x}) FILTER (WHERE {w} > 0)"),  # the best value inserted
+            ("ib", f"{best}({x}) FILTER (WHERE {w} > 0)"),  # the best value inserted
             ("ic", f"{arg}({w}, {x}) FILTER (WHERE {w} > 0)"),  # copies of it (one row's)
-            ("db", f"{self._best}({x}) FILTER (WHERE {w} < 0)"),  # the best value deleted
-            ("dn", f"SUM(-{w}) FILTER (WHERE {w} < 0 AND {x} IS NOT NULL)"),  # copies deleted
+            ("db", f"{best}({x}) FILTER (WHERE {w} < 0)"),  # the best value deleted
+            ("dn", f"-SUM({w}) FILTER (WHERE {w} < 0 AND {x} IS NOT NULL)"),  # copies deleted
         )
 
     def combine(self, old: Refs, part: Refs, new: Refs) -> dict[str, str]:
-        better = ">" if self.largest else "<"
-        m, ib = old["m"], part["ib"]
+        better, best = (">", "GREATEST") if self.largest else ("<", "LEAST")
+        m, ib, ic = old["m"], part["ib"], part["ic"]
         # Counted copies of the old extreme left: no deleted value is better than it, and
         # where the best deleted value is it, every deleted copy is counted as one of it.
-        left = (
-            f"(COALESCE({old['c']}, 0) - CASE WHEN {part['db']} = {m} THEN {part['dn']} "
-            "ELSE 0 END)"
-        )
-        keep = f"{left} > 0 AND ({ib} IS NULL OR NOT ({ib} {better} {m}))"
-        same = f"{ib} = {m}"
-        take = f"{ib} IS NOT NULL AND ({m} IS NULL OR NOT ({m} {better} {ib}))"
-        none = f"{new['n']} = 0"
+        deleted = f"CASE WHEN {part['db']} = {m} THEN {part['dn']} ELSE 0 END"
+        left = f"(COALESCE({old['c']}, 0) - {deleted})"
+        # Else the best inserted value, if at least as good (with no value left, ib and
+        # m are NULL: so is the result).
+        take = f"NOT ({m} {better} {ib}) OR {m} IS NULL"
         return {
-            "m": f"CASE WHEN {none} THEN NULL WHEN {keep} THEN {m} WHEN {take} THEN {ib} END",
+            "m": f"CASE WHEN {left} > 0 THEN {best}({m}, {ib}) WHEN {take} THEN {ib} END",
             "c": (
-                f"CASE WHEN {none} THEN 0 WHEN {keep} THEN {left} + "
-                f"CASE WHEN {same} THEN {part['ic']} ELSE 0 END "
-                f"WHEN {take} THEN {part['ic']} ELSE 0 END"
+                f"CASE WHEN {left} > 0 THEN (CASE WHEN {ib} = {m} THEN {left} + {ic} "
+                f"WHEN {ib} {better} {m} THEN {ic} ELSE {left} END) "
+                f"WHEN {take} THEN {ic} ELSE 0 END"
             ),
         }
 
@@ -235,9 +229,9 @@ class Extreme(Running):
         return f"({new['n']} > 0 AND {new['m']} IS NULL)"
 
     def recompute(self, x: str, w: str) -> dict[str, str]:
-        arg = "arg_max" if self.largest else "arg_min"
+        best, arg = ("MAX", "arg_max") if self.largest else ("MIN", "arg_min")
         return {
-            "m": f"{self._best}({x}) FILTER (WHERE {w} > 0)",
+            "m": f"{best}({x}) FILTER (WHERE {w} > 0)",
             "c": f"COALESCE({arg}({w}, {x}) FILTER (WHERE {w} > 0), 0)",
         }
 
@@ -245,13 +239,17 @@ class Extreme(Running):
         return new["m"]
 
 
+BIGGEST = "1.7976931348623157e308"
+"""The largest finite DOUBLE: beyond it, +inf (and NaN, which DuckDB orders above all)."""
+
+
 def float_sum(average: bool, widen: bool) -> FloatSum:
     """SUM (or AVG) over a DOUBLE argument, or a REAL one (``widen``: summed as DOUBLE)."""
+    # NaN counts as both: NaN if any NaN or both infinities, else the infinity present.
     moments = (
         NON_NULL,
-        Moment("nan", "CAST(isnan({x}) AS INTEGER)", "BIGINT"),
-        Moment("pos", "CAST({x} = CAST('inf' AS DOUBLE) AS INTEGER)", "BIGINT"),
-        Moment("neg", "CAST({x} = CAST('-inf' AS DOUBLE) AS INTEGER)", "BIGINT"),
+        Moment("up", f"CAST({{x}} > {BIGGEST} AS INTEGER)", "BIGINT"),
+        Moment("down", f"CAST({{x}} < -{BIGGEST} OR isnan({{x}}) AS INTEGER)", "BIGINT"),
     )
     return FloatSum(moments, average=average, widen=widen)
 

@@ -249,7 +249,7 @@ class RunningAggregate(Operator):
         added = [f"p.{quote(k)}" for k in keys]
         for column in self.moment_sums:
             total = f"COALESCE(o.{quote(column)}, 0) + COALESCE(p.{quote(_summed(column))}, 0)"
-            added.append(f"CAST({total} AS {self.state.type_of(column)}) AS {quote(column)}")
+            added.append(f"{total} AS {quote(column)}")
         combined, flags = [*map(quote, keys), *map(quote, self.moment_sums)], []
         for j in self.keepers:
             form = self.forms[j]
@@ -285,6 +285,21 @@ class RunningAggregate(Operator):
         group = f" GROUP BY {', '.join(keys)}" if keys else ""
         return f"SELECT {', '.join([*keys, *states])} FROM ({live}) AS l{group}"
 
+    def _at_flagged(self, table: str) -> str:
+        """The rows of ``table`` (input rows) of the flagged groups ``f``."""
+        keys, names = self.aggregate.keys, self.inputs[0].schema.names
+        rows = f"SELECT {column_list(names, 'x')}, x.{W} FROM {table} AS x"
+        if not keys:
+            return f"{rows} WHERE EXISTS (SELECT 1 FROM f)"
+        # Keys matched with = (DuckDB then prunes the scan of a sorted input by the few
+        # flagged keys); keys holding a NULL apart, null-safely (seldom any: no scan then).
+        equal = " AND ".join(f"x.{quote(k)} = f.{quote(k)}" for k in keys)
+        some_null = " OR ".join(f"{quote(k)} IS NULL" for k in keys)
+        return (
+            f"{rows} SEMI JOIN f ON {equal} UNION ALL {rows} SEMI JOIN "
+            f"(SELECT * FROM f WHERE {some_null}) AS f ON {null_safe_match(keys, 'x', 'f')}"
+        )
+
     def step_sql(self, delta: str, groups: str, inputs: str) -> str:
         """This epoch's group versions: old ones with −1, new ones with +1 (see the module)."""
         node = self.aggregate
@@ -298,13 +313,10 @@ class RunningAggregate(Operator):
         )
         if keys:
             flagged = f"SELECT {column_list(keys)} FROM c WHERE {FLAG}"
-            at = f" SEMI JOIN f ON {null_safe_match(keys, 'x', 'f')}"
         else:
             flagged = f"SELECT 1 AS __one FROM c WHERE {FLAG}"
-            at = " WHERE EXISTS (SELECT 1 FROM f)"
         live = consolidate_sql(
-            f"SELECT {column_list(names, 'x')}, x.{W} FROM {inputs} AS x{at} "
-            f"UNION ALL SELECT {column_list(names, 'x')}, x.{W} FROM d AS x{at}",
+            f"{self._at_flagged(inputs)} UNION ALL {self._at_flagged('d')}",
             names,
             positive_only=True,
         )
