@@ -37,14 +37,14 @@ Two kinds (Materialize's accumulable-with-care and hierarchical reductions):
 * ``Extreme``: MIN/MAX: the current extreme ``m`` and a count ``c`` of live rows
   holding it, never more than there are. A change improves on ``m`` only by
   inserting; its deletes matter only when they take every counted copy of ``m``,
-  and then only if it inserts nothing at least as good: that case, with values
-  left, is the one flagged (m unknown). The count is exact where each row of a
-  change holds a value of its own (the aggregate reads one column, so rows are
-  consolidated per value) and a change deletes at most one value of the group;
-  otherwise it may be low (inserted copies of a value counted for one row only;
-  all of a change's deleted copies counted as the extreme's when the extreme is
-  deleted): a count that is low is safe, its copies run out early and the group
-  is recomputed, which counts exactly again (under the same condition).
+  and then only if it inserts nothing at least as good and does not refill an
+  emptied group: that case, with values left, is the one flagged (m unknown).
+  The count is exact where rows hold distinct values (the aggregate reads one
+  column: rows are consolidated per value) and a change deletes at most one
+  value of the group; otherwise it may be low (several rows inserting one value
+  count as one row's copies; a change that deletes the extreme among other
+  values counts all its deleted copies as the extreme's). A low count is safe:
+  its copies run out early and the group is recomputed, never kept wrong.
 """
 
 from __future__ import annotations
@@ -204,6 +204,7 @@ class Extreme(Running):
             ("ic", f"{arg}({w}, {x}) FILTER (WHERE {w} > 0)"),  # copies of it (one row's)
             ("db", f"{best}({x}) FILTER (WHERE {w} < 0)"),  # the best value deleted
             ("dn", f"-SUM({w}) FILTER (WHERE {w} < 0 AND {x} IS NOT NULL)"),  # copies deleted
+            ("in", f"SUM({w}) FILTER (WHERE {w} > 0 AND {x} IS NOT NULL)"),  # copies inserted
         )
 
     def combine(self, old: Refs, part: Refs, new: Refs) -> dict[str, str]:
@@ -213,9 +214,10 @@ class Extreme(Running):
         # where the best deleted value is it, every deleted copy is counted as one of it.
         deleted = f"CASE WHEN {part['db']} = {m} THEN {part['dn']} ELSE 0 END"
         left = f"(COALESCE({old['c']}, 0) - {deleted})"
-        # Else the best inserted value, if at least as good (with no value left, ib and
-        # m are NULL: so is the result).
-        take = f"NOT ({m} {better} {ib}) OR {m} IS NULL"
+        # Else the best inserted value: if at least as good, or if the inserted values are
+        # all there is (the group was emptied and refilled). With no value left, ib and m
+        # are NULL: so is the result.
+        take = f"NOT ({m} {better} {ib}) OR {m} IS NULL OR {new['n']} = {part['in']}"
         return {
             "m": f"CASE WHEN {left} > 0 THEN {best}({m}, {ib}) WHEN {take} THEN {ib} END",
             "c": (
