@@ -8,10 +8,12 @@ HAVING, views on views). ``run_workload`` (tests/oracle/harness.py) drives rando
 epochs and compares each view with DuckDB's recomputation, the deltas with the
 contents, and the plan's plain SQL (the second oracle).
 
-The three paths a call can take are all exercised, and ``test_views_take_the_intended_path``
+The four paths a call can take are all exercised, and ``test_views_take_the_intended_path``
 keeps it so: *invertible* (group versions of moments: VAR/STDDEV over INTEGER and
-DECIMAL(p ≤ 13), BOOL_AND/OR, with COUNT/SUM/AVG), *per key, weighted* (every call
-has a form over weighted live rows: MIN/MAX, DISTINCT calls, DOUBLE sums) and
+DECIMAL(p ≤ 13), BOOL_AND/OR, with COUNT/SUM/AVG), *running* (DOUBLE sums and MIN/MAX
+beside invertible calls: running state, a group recomputed only when flagged; its own
+edge cases are in tests/ivm/operators/test_running_*.py), *per key, weighted* (every call
+has a form over weighted live rows: MIN/MAX or DOUBLE sums beside DISTINCT calls) and
 *per key, expanded* (some call needs every copy: MEDIAN, LIST, MODE, VAR of DOUBLE…).
 
 Where DuckDB's answer is arbitrary (MODE ties, ARG_MIN/ARG_MAX ties, ORDER BY ties
@@ -240,6 +242,14 @@ CASES: dict[str, Case] = {
         "having_list": "SELECT g, LIST(x ORDER BY x) AS xs FROM t GROUP BY g "
                        "HAVING MEDIAN(f) > 0.2 AND list_contains(LIST(s ORDER BY s), 'a')",
     }, {}),
+    "running": ([T], {
+        "running_sums": "SELECT g, COUNT(*) AS n, SUM(f) AS sf, AVG(f) AS af, "
+                        "SUM(f) FILTER (WHERE ok) AS sfo, MIN(f) AS lf, MAX(s) AS hs, "
+                        "MAX(d) FILTER (WHERE x > 1) AS hd, MIN(big) AS lb, SUM(x) AS sx "
+                        "FROM t GROUP BY g",
+        "running_global": "SELECT SUM(f) AS sf, MAX(x) AS hx, MIN(s) FILTER (WHERE ok) AS ls, "
+                          "AVG(f) AS af, COUNT(*) AS n FROM t",
+    }, {}),
     "views_on_views": ([T, ITEMS], {
         "stats": "SELECT g, MEDIAN(x) AS m, COUNT(DISTINCT s) AS cs, LIST(x ORDER BY x) AS xs, "
                  "STDDEV_POP(x) AS sd, COUNT(*) AS n FROM t GROUP BY g",
@@ -316,6 +326,8 @@ PATHS = {
     "filter_invertible": "InvertibleAggregate",
     "global_invertible": "InvertibleAggregate",
     "invertible_over_join": "InvertibleAggregate",
+    "running_sums": "RunningAggregate",
+    "running_global": "RunningAggregate",
     "recomputed_variance": "GroupRecompute",
     "filter_weighted": "GroupRecompute",
     "distinct_calls": "GroupRecompute",
@@ -617,6 +629,7 @@ SPARK_GROUPS: dict[str, list[tuple[str, str]]] = {
         ("variance_and_bool", "exact_variance"), ("variance_and_bool", "recomputed_variance"),
         ("variance_and_bool", "bools"), ("distinct", "distinct_calls"),
         ("filter", "filter_weighted"), ("argument_types", "per_key"),
+        ("running", "running_sums"),
     ],
     "lists_and_ranks": [
         ("ordered_lists", "keys_and_nulls"), ("ordered_lists", "tied_order"),
