@@ -1,9 +1,10 @@
 """GROUP BY recomputed per touched group: the aggregate as a user of the per-key operator.
 
-Meaning: as ``ivm.operators.aggregate``. Used when some call has no invertible
-form (MIN/MAX, DISTINCT calls, float sums, medians, lists…): f(group) is the
-aggregate of the group's live rows, one output row per group (a global
-aggregate's one row even over no rows).
+Meaning: as ``ivm.operators.aggregate``. Used when some call has neither an
+invertible nor a running form (DISTINCT calls, medians, lists, VAR of DOUBLE…;
+MIN/MAX and float sums beside only invertible calls are a ``RunningAggregate``):
+f(group) is the aggregate of the group's live rows, one output row per group (a
+global aggregate's one row even over no rows).
 
 Calls are evaluated over the live rows weighted (``SUM(x · __w)``, ``MIN(x)``…)
 when every call has a weighted form, else over the rows expanded into copies.

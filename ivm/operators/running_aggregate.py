@@ -20,18 +20,25 @@ State, both partitioned and sorted by the group keys:
 
 Per epoch, in one statement over the consolidated change ``d`` (a scratch table):
 
-    o  = old versions of the groups d touches
-    c  = per group of d ⋈ o: the old version plus the change's partials (each
-         running form's ``combine``), flagged where a form's guard says the new
-         state cannot give the value (an extreme's copies all gone, a float sum's
-         error bound past its tolerance)
+    p  = per group of d: the count's and moments' partial sums, each form's partials
+    o  = the old versions of those groups
+    c  = p ⋈ o: the new moments and running state (each form's ``combine``), flagged
+         where a form's guard says the state cannot give the value (every counted
+         copy of an extreme gone, a float sum's error bound past its tolerance)
     r  = for the flagged groups only, their running state from their live rows
          (input at those keys ⊎ d: each form's ``recompute``)
-    new versions = c, with r's running state where flagged
+    versions: o with −1; c with +1, r's running state where flagged
 
 With no group flagged, the semi-join of ``input`` with the empty flagged set ends
-before scanning it. The versions' scratch table marks new versions that were
-recomputed (``__recomputed``): not state, but what tests count.
+before scanning it; with a few, ``=`` on their keys lets DuckDB skip the parts of a
+sorted input that cannot hold them. The versions' scratch table marks each new
+version that was recomputed (``__recomputed``): not state, but what tests count.
+
+Cost: the statement is larger than ``GroupRecompute``'s, so DuckDB takes longer to
+parse and plan it (≈10 ms on a 2-core machine). It pays where groups are seldom
+recomputed (float sums; extremes of large groups) and the input is large; where
+some extreme leaves every epoch (small groups under steady deletes) the input is
+read every epoch either way, and a per-key recompute costs less.
 """
 
 from __future__ import annotations
