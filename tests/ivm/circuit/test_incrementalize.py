@@ -19,6 +19,7 @@ from ivm.operators.invertible_aggregate import InvertibleAggregate
 from ivm.operators.join import DeltaJoin, Join
 from ivm.operators.project import Project, ProjectOperator
 from ivm.operators.registry import REGISTRY
+from ivm.operators.running_aggregate import RunningAggregate
 from ivm.operators.scan import Scan, Source
 from ivm.operators.union_all import UnionAll, UnionAllOperator
 from ivm.plan.node import Plan
@@ -101,12 +102,21 @@ def test_node_types_map_to_their_registered_operators():
 
 
 def test_an_aggregate_with_a_non_invertible_call_is_recomputed_per_key():
-    circuit = build(join_aggregate_plan("max"))
+    circuit = build(join_aggregate_plan("median"))
     (op,) = by_type(circuit, GroupRecompute)
     assert [t.role for t in op.traces()] == ["input", "output"]
     assert all(t.key == ("__k0",) for t in op.traces())
     assert op.input_keys() == (("__k0",),)
     assert not by_type(circuit, InvertibleAggregate)
+
+
+def test_max_keeps_running_state_and_the_input_by_key():
+    circuit = build(join_aggregate_plan("max"))
+    (op,) = by_type(circuit, RunningAggregate)
+    assert [t.role for t in op.traces()] == ["groups", "input"]
+    assert all(t.key == ("__k0",) for t in op.traces())
+    assert op.input_keys() == (("__k0",),)
+    assert not by_type(circuit, GroupRecompute)
 
 
 def test_operators_are_in_dependency_order():
