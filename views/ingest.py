@@ -100,10 +100,12 @@ class Ingest(_Base):
         changed_views: dict[str, str] = {}
         with profile.phase("views"):
             for view in self._views.values():
+                if not view.sources & set(changes):
+                    continue
                 start = time.perf_counter()
                 scratch = self._view_change(runner, view, changes)
+                profile.views[view.name] = time.perf_counter() - start
                 if scratch is not None:
-                    profile.views[view.name] = time.perf_counter() - start
                     changed_views[view.name] = scratch
                     commits.append((self.names.relation_trace(view.name), changes[view.name]))
         with profile.phase("state appends"):
@@ -203,6 +205,8 @@ class Ingest(_Base):
             self.profile.record(view.name, OUTPUT, time.perf_counter() - start, rows)
         except ExecutionError as error:
             raise ViewFailed(view, error) from error
+        if rows == 0:  # the change cancelled out: nothing to append, fetch or propagate
+            return None
         changes[view.name] = f"SELECT * FROM {scratch}"
         return scratch
 

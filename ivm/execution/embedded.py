@@ -77,6 +77,7 @@ class EpochRunner:
         self.changes = changes
         self.backfill = backfill
         self.commits: list[tuple[str, str]] = []  # (trace table, query of rows to append)
+        self.empty: set[str] = set()  # SQL reading scratch tables that hold no rows
         self._change: dict[tuple[str, str], str | None] = {}
         self._integral: dict[tuple[str, str], str] = {}
         self._view = ""
@@ -91,7 +92,9 @@ class EpochRunner:
     def change(self, op: Operator) -> str | None:
         key = (self._view, op.fingerprint)
         if key not in self._change:
-            self._change[key] = op.change(self)
+            change = op.change(self)
+            # A change materialized with no rows is no change: operators above skip it.
+            self._change[key] = None if change in self.empty else change
             if self.profile is not None and self._change[key] is not None:
                 self.profile.changed.add(key)
         return self._change[key]
@@ -121,10 +124,16 @@ class EpochRunner:
         rows = run_sql(self.con, f"CREATE OR REPLACE TEMP TABLE {table} AS {sql}")
         if self.profile is not None:
             self.profile.record(self._view, op.fingerprint, time.perf_counter() - start, rows)
-        return f"SELECT * FROM {table}"
+        result = f"SELECT * FROM {table}"
+        if rows == 0:
+            self.empty.add(result)
+        else:
+            self.empty.discard(result)
+        return result
 
     def append(self, trace: str, rows: str) -> None:
-        self.commits.append((trace, rows))
+        if rows not in self.empty:  # appending nothing would still cost a statement
+            self.commits.append((trace, rows))
 
     # -- helpers -----------------------------------------------------------------------------
 
