@@ -15,8 +15,9 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python examples/quickstart.py
 
+# Two pytest workers: Spark-mode tests mostly wait on the JVM, so two halve the wall time.
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2
 
 lint: $(STAMP)
 	$(BIN)/ruff check ivm sql_frontend storage views tests examples benchmarks
