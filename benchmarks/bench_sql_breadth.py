@@ -1,0 +1,101 @@
+"""Benchmark: an outer join + aggregate and a NOT EXISTS view against full recomputation.
+
+The tables of ``bench_aggregate`` (1M ``orders`` by default, DECIMAL amounts, 50k
+``customers``), and the views of issue #9's speed target:
+
+* ``per_customer``: customers LEFT JOIN orders, COUNT and SUM per customer (every
+  customer once, those without orders with a count of 0);
+* ``no_returns``: customers with no returned order (NOT EXISTS, correlated);
+
+each epoch changes N orders (1k / 10k): half new orders, 30 % updates, 20 % deletes.
+The incremental time is the whole ``db.ingest`` call; the baseline is DuckDB
+recomputing both views over plain tables holding the same data, in the same process
+(and, apart, with the batch's own DELETE + INSERT into those tables added). At the
+end both views must equal recomputation.
+
+    .venv/bin/python benchmarks/bench_sql_breadth.py [--rows 1000000] [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import duckdb
+from bench_aggregate import DDL, WORKLOADS, Workload, apply_to_plain, difference, recompute_seconds
+from rich.console import Console
+from rich.table import Table
+
+import ivm
+
+VIEWS = {
+    "per_customer": (
+        "SELECT c.id, c.name, COUNT(o.id) AS orders, SUM(o.amount) AS total "
+        "FROM customers c LEFT JOIN orders o ON o.customer_id = c.id GROUP BY c.id, c.name"
+    ),
+    "no_returns": (
+        "SELECT c.id, c.region FROM customers c WHERE NOT EXISTS "
+        "(SELECT 1 FROM orders o WHERE o.customer_id = c.id AND o.status = 'returned')"
+    ),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--customers", type=int, default=50_000)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--sizes", default="1000,10000")
+    parser.add_argument("--views", default=",".join(VIEWS), help="comma-separated view names")
+    args = parser.parse_args()
+    views = {name: VIEWS[name] for name in args.views.split(",")}
+    spec = WORKLOADS["decimal"]
+    ddl = DDL.format(amount=spec.amount_type)
+    console = Console()
+    work = Workload(spec, args.rows, args.customers)
+    customers = work.customer_table()
+    db = ivm.connect()
+    db.execute(ddl)
+    start = time.perf_counter()
+    db.ingest({"customers": customers, "orders": work.live})
+    for view, sql in views.items():
+        db.execute(f"CREATE VIEW {view} AS {sql}")
+    console.print(f"loaded {args.rows:,} orders and created the views in "
+                  f"{time.perf_counter() - start:.1f} s")
+    plain = duckdb.connect()
+    plain.execute(ddl)
+    plain.register("o", work.live)
+    plain.register("c", customers)
+    plain.execute("INSERT INTO orders SELECT * FROM o; INSERT INTO customers SELECT * FROM c")
+
+    table = Table(title=f"ivm vs recompute, {args.rows:,} orders: {', '.join(views)}")
+    for column in ("changed rows", "ivm epoch (ms)", "recompute (ms)", "speed-up",
+                   "apply + recompute (ms)", "speed-up"):
+        table.add_column(column, justify="right")
+    for size in (int(s) for s in args.sizes.split(",")):
+        incremental, recompute, applied = [], [], []
+        for _ in range(args.repeats):
+            batch = work.batch(size)
+            start = time.perf_counter()
+            db.ingest("orders", batch)
+            incremental.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            apply_to_plain(plain, batch)
+            applied.append(time.perf_counter() - start)
+            recompute.append(recompute_seconds(plain, views))
+        inc, rec = statistics.median(incremental), statistics.median(recompute)
+        both = statistics.median(a + r for a, r in zip(applied, recompute, strict=True))
+        table.add_row(f"{size:,}", f"{inc * 1000:.1f}", f"{rec * 1000:.1f}", f"{rec / inc:.1f}x",
+                      f"{both * 1000:.1f}", f"{both / inc:.1f}x")
+    console.print(table)
+    for view, sql in views.items():
+        problem = difference(db.read(view), plain.sql(sql).to_arrow_table())
+        assert problem is None, f"{view} differs from recomputation: {problem}"
+    console.print("both views equal recomputation after the run")
+    db.close()
+    plain.close()
+
+
+if __name__ == "__main__":
+    main()
