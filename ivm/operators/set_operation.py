@@ -60,7 +60,8 @@ class SetOperation(Plan):
             raise ValueError(f"unknown set operation {self.operation!r}")
 
     def plain(self, inputs: Sequence[str]) -> str:
-        return f"SELECT * FROM ({inputs[0]}) AS __l {self.operation} SELECT * FROM ({inputs[1]}) AS __r"
+        left, right = inputs
+        return f"SELECT * FROM ({left}) AS __l {self.operation} SELECT * FROM ({right}) AS __r"
 
     def describe(self) -> str:
         return f"SetOperation {self.operation}"
