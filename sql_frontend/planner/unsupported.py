@@ -23,9 +23,6 @@ UNSUPPORTED_NODES: dict[type[exp.Expression], str] = {
     exp.Unnest: "UNNEST",
     exp.Pivot: "PIVOT",
     exp.Values: "VALUES",
-    exp.Rollup: "ROLLUP",
-    exp.Cube: "CUBE",
-    exp.GroupingSets: "GROUPING SETS",
 }
 """Constructs refused wherever they appear."""
 
