@@ -28,7 +28,7 @@ DOMAINS = {"l.k": (0, 1, 2), "r.k": (0, 1, 2), "m.k": (0, 1, 2), "l.s": ("a", "b
            "r.s": ("a", "b"), "m.x": (0.0, 1.0, 2.5)}
 
 RANDOM_CDC = settings(
-    max_examples=3,
+    max_examples=1,
     deadline=None,
     derandomize=True,
     database=None,
@@ -79,7 +79,10 @@ CASES: dict[str, dict[str, str]] = {
 @RANDOM_CDC
 @given(data=st.data())
 def test_set_operation(case: str, data: st.DataObject) -> None:
-    run_workload(TABLES, CASES[case], data, epochs=14, domains=DOMAINS,
+    # One random workload per case (hypothesis' simplest one, a tiny insert per epoch,
+    # is skipped: it meets few of the cases).
+    assume(data.draw(st.integers(0, 3), label="a random workload") > 0)
+    run_workload(TABLES, CASES[case], data, epochs=10, domains=DOMAINS,
                  modes=("one", "one", "several", "several", "several", "clear"))
 
 
@@ -147,10 +150,7 @@ def test_except_by_name_is_an_error_not_a_crash() -> None:
 
 SPARK_VIEWS = {
     "intersect_all": CASES["bag"]["intersect_all"],
-    "except_all": CASES["bag"]["except_all"],
     "except": CASES["set"]["except"],
-    "precedence": CASES["nested"]["precedence"],
-    "union_by_name": CASES["by_name"]["union_by_name"],
 }
 
 
@@ -160,6 +160,6 @@ def test_set_operations_on_spark(data: st.DataObject, spark: Any,
                                  tmp_path_factory: pytest.TempPathFactory) -> None:
     assume(data.draw(st.integers(0, 3), label="a random workload") > 0)
     directory = tmp_path_factory.mktemp("spark-setops")
-    run_workload(TABLES, SPARK_VIEWS, data, epochs=5, domains=DOMAINS,
-                 modes=("one", "several", "several"),
+    run_workload(TABLES, SPARK_VIEWS, data, epochs=4, domains=DOMAINS,
+                 modes=("several",),
                  connect=lambda: ivm.connect(directory, spark=spark, partitions=SPARK_PARTITIONS))
