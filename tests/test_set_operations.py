@@ -160,6 +160,6 @@ def test_set_operations_on_spark(data: st.DataObject, spark: Any,
                                  tmp_path_factory: pytest.TempPathFactory) -> None:
     assume(data.draw(st.integers(0, 3), label="a random workload") > 0)
     directory = tmp_path_factory.mktemp("spark-setops")
-    run_workload(TABLES, SPARK_VIEWS, data, epochs=4, domains=DOMAINS,
+    run_workload(TABLES, SPARK_VIEWS, data, epochs=3, domains=DOMAINS,
                  modes=("several",),
                  connect=lambda: ivm.connect(directory, spark=spark, partitions=SPARK_PARTITIONS))
