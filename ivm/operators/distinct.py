@@ -5,7 +5,8 @@ Meaning: each row whose net weight in the input is positive, with weight 1.
 State: a trace of the input (rows and weights), partitioned by the whole row.
 Per epoch, for each row r of the consolidated input change with weight δ and
 old weight w (read from the trace), the output changes by +1 when w ≤ 0 < w+δ
-and by −1 when w > 0 ≥ w+δ: only weights crossing zero produce output.
+and by −1 when w > 0 ≥ w+δ: only weights crossing zero produce output. This is
+the one-input case of the set operations' mechanism (``ivm.operators.set_operation``).
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ivm.operators.base import Operator, Run, TraceSpec
+from ivm.operators.set_operation import multiplicity_change_sql
 from ivm.plan.node import Plan
-from ivm.plan.sql import W, column_list, consolidate_sql, null_safe_match
+from ivm.plan.sql import W, column_list, consolidate_sql
 
 INPUT = "input"
 
@@ -65,20 +67,11 @@ class IncrementalDistinct(Operator):
 
 
 def distinct_step_sql(names: Sequence[str], delta: str, trace: str) -> str:
-    """The output change; ``delta`` must be consolidated, ``trace`` is the input trace."""
-    cols = column_list(names)
-    old = (
-        f"SELECT {column_list(names, 't')}, SUM(t.{W}) AS {W} FROM {trace} AS t "
-        f"SEMI JOIN ({delta}) AS d ON {null_safe_match(names, 't', 'd')} GROUP BY ALL"
-    )
-    before = f"COALESCE(o.{W}, 0)"
-    after = f"COALESCE(o.{W}, 0) + d.{W}"
-    change = (
-        f"CASE WHEN {before} <= 0 AND {after} > 0 THEN 1 "
-        f"WHEN {before} > 0 AND {after} <= 0 THEN -1 ELSE 0 END"
-    )
-    return (
-        f"SELECT {cols}, {W} FROM (SELECT {column_list(names, 'd')}, ({change})::BIGINT AS {W} "
-        f"FROM ({delta}) AS d LEFT JOIN ({old}) AS o ON {null_safe_match(names, 'd', 'o')}) AS c "
-        f"WHERE {W} <> 0"
-    )
+    """The output change; ``delta`` must be consolidated, ``trace`` is the input trace.
+
+    DISTINCT is the one-input set operation: its multiplicity function is [w > 0]."""
+    return multiplicity_change_sql(names, delta, (W,), (trace,), _distinct)
+
+
+def _distinct(weights: Sequence[str]) -> str:
+    return f"CASE WHEN {weights[0]} > 0 THEN 1 ELSE 0 END"

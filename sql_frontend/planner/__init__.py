@@ -5,13 +5,16 @@ name work first. The planner then walks the resolved AST, one module per
 part of a query:
 
 * ``unsupported``: constructs the engine cannot maintain, refused up front;
-* ``queries``: SELECT or UNION [ALL], and conforming columns to a target;
+* ``queries``: SELECT or a set operation (UNION [ALL] [BY NAME], INTERSECT /
+  EXCEPT [ALL]), and conforming columns to a target;
 * ``ctes``: WITH, planned inline;
 * ``select``: FROM → WHERE → aggregation → HAVING → SELECT list → DISTINCT;
 * ``from_clause``: each source renamed ``alias.column``; joins of any number
   of sources become one ``Join`` (a delta query later);
 * ``grouping`` and ``aggregate_calls``: GROUP BY as Project (keys, inputs) →
   Aggregate, each call checked against the aggregate-function registry;
+  ``grouping_sets``: GROUPING SETS / ROLLUP / CUBE as the list of sets, each
+  one Aggregate, NULL-padded, under a UNION ALL;
 * ``naming``: view column names as DuckDB gives them, column references.
 
 DuckDB types every node: the planner renders the node's plain SQL and asks

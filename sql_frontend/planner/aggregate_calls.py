@@ -87,7 +87,10 @@ class CallParts:
 
 def is_aggregate(node: exp.Expression) -> bool:
     """True for an aggregate function call: any sqlglot aggregate class, or a function
-    sqlglot does not know that DuckDB knows as an aggregate."""
+    sqlglot does not know that DuckDB knows as an aggregate. ``GROUPING(…)`` is not one:
+    it names the grouping set of the row (``ivm.sql_frontend.planner.grouping``)."""
+    if isinstance(node, (exp.Grouping, exp.GroupingId)):
+        return False
     if isinstance(node, exp.AggFunc):
         return True
     return isinstance(node, exp.Anonymous) and node.name.lower() in DUCKDB_AGGREGATES

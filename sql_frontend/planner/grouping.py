@@ -5,6 +5,12 @@ argument and ORDER BY expression of a call (``__a<n>``, one column per distinct
 SQL text) and every FILTER condition (``__f<n>``); each distinct call becomes
 one ``AggregateCall`` (``__g<n>``) over those columns. The SELECT list and
 HAVING are then rewritten to read keys and calls by name.
+
+Grouping sets (``ivm.sql_frontend.planner.grouping_sets``) become a UNION ALL of
+one Aggregate per set over the same projection, each padded to every key: a key
+outside the set is NULL of its type, and each ``GROUPING(…)`` call
+(``__grouping<n>``) the constant bit mask of the set (bit set: not grouped,
+first argument highest). HAVING and the SELECT list then read the union.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from sqlglot import exp
 from ivm.errors import SqlError
 from ivm.operators.aggregate import Aggregate, AggregateCall, SortKey
 from ivm.operators.project import Project
+from ivm.operators.union_all import UnionAll
 from ivm.plan.node import Plan
 from ivm.sql_frontend.planner.aggregate_calls import is_call, take_apart
 from ivm.sql_frontend.planner.context import Context
@@ -37,6 +44,7 @@ class _Calls:
         self.pre: Outputs = [(name, k) for k, name in zip(keys, self.key_names.values(),
                                                             strict=True)]
         self.calls: dict[str, AggregateCall] = {}
+        self.groupings: dict[str, tuple[str, tuple[str, ...]]] = {}
         self.inputs: dict[str, str] = {}
         self.conditions: dict[str, str] = {}
 
@@ -76,6 +84,22 @@ class _Calls:
             )
         return self.calls[text]
 
+    def grouping(self, node: exp.Expression) -> str:
+        """The column of a ``GROUPING(…)`` call; SqlError for an argument that is no key."""
+        text = sql_text(node)
+        if text not in self.groupings:
+            names = []
+            for argument in node.expressions:
+                name = self.key_names.get(sql_text(argument))
+                if name is None:
+                    raise SqlError(
+                        f"{self.locator.describe('GROUPING argument', argument)} must be a "
+                        "GROUP BY expression"
+                    )
+                names.append(name)
+            self.groupings[text] = (f"__grouping{len(self.groupings)}", tuple(names))
+        return self.groupings[text][0]
+
     def over_aggregate(self, expression: exp.Expression) -> exp.Expression:
         """``expression`` reading group keys and calls by name; SqlError for a column that is
         neither grouped nor aggregated."""
@@ -84,6 +108,8 @@ class _Calls:
             text = sql_text(n)
             if text in self.key_names:
                 return ref(self.key_names[text], n)
+            if isinstance(n, (exp.Grouping, exp.GroupingId)):
+                return ref(self.grouping(n), n)
             if is_call(n):
                 return ref(self.call(n).name, n)
             return n
@@ -106,19 +132,54 @@ def plan_aggregation(
     keys: list[exp.Expression],
     outputs: Outputs,
     having: exp.Expression | None,
+    sets: list[tuple[int, ...]] | None = None,
 ) -> tuple[Plan, Outputs, exp.Expression | None]:
-    """Plan GROUP BY ``keys`` over ``plan``; returns the aggregate and the SELECT list and
-    HAVING condition rewritten over its columns."""
+    """Plan GROUP BY ``keys`` over ``plan`` (by each of ``sets``, positions in ``keys``,
+    when given); returns the aggregate and the SELECT list and HAVING condition rewritten
+    over its columns."""
     calls = _Calls(keys, ctx.locator)
     new_outputs = [(name, calls.over_aggregate(e)) for name, e in outputs]
     new_having = calls.over_aggregate(having) if having is not None else None
+    key_names = list(calls.key_names.values())
+    sets = [tuple(range(len(keys)))] if sets is None else sets
+    if not calls.calls and any(not s for s in sets):
+        calls.call(exp.Count(this=exp.Star()))  # a global row needs a column
     # COUNT(*) alone: keep one constant column so the input has a row shape.
     pre = calls.pre or [("__one", exp.Literal.number(1))]
     plan = ctx.typed(Project(schema=plan.schema, input=plan, exprs=tuple(pre)))
-    aggregate = Aggregate(
-        schema=plan.schema,
-        input=plan,
-        keys=tuple(calls.key_names.values()),
-        calls=tuple(calls.calls.values()),
-    )
-    return ctx.typed(aggregate), new_outputs, new_having
+    parts = []
+    for grouping_set in sets:
+        grouped = tuple(key_names[i] for i in grouping_set)
+        aggregate = Aggregate(
+            schema=plan.schema, input=plan, keys=grouped, calls=tuple(calls.calls.values())
+        )
+        parts.append(_padded(ctx, ctx.typed(aggregate), plan, calls, key_names, grouped))
+    if len(parts) == 1:
+        return parts[0], new_outputs, new_having
+    union = UnionAll(schema=parts[0].schema, parts=tuple(parts))
+    return ctx.typed(union), new_outputs, new_having
+
+
+def _padded(
+    ctx: Context,
+    aggregate: Plan,
+    pre: Plan,
+    calls: _Calls,
+    key_names: list[str],
+    grouped: tuple[str, ...],
+) -> Plan:
+    """``aggregate`` (by the keys ``grouped``) with every key, absent ones NULL, and its
+    ``GROUPING(…)`` constants; as it is for a plain GROUP BY without GROUPING calls."""
+    if list(grouped) == key_names and not calls.groupings:
+        return aggregate
+    exprs: list[tuple[str, exp.Expression]] = [
+        (k, ref(k) if k in grouped
+         else exp.cast(exp.null(), pre.schema.type_of(k), dialect="duckdb"))
+        for k in key_names
+    ]
+    exprs += [(c.name, ref(c.name)) for c in calls.calls.values()]
+    for name, arguments in calls.groupings.values():
+        mask = sum(1 << (len(arguments) - 1 - i)
+                   for i, a in enumerate(arguments) if a not in grouped)
+        exprs.append((name, exp.cast(exp.Literal.number(mask), "BIGINT")))
+    return ctx.typed(Project(schema=aggregate.schema, input=aggregate, exprs=tuple(exprs)))

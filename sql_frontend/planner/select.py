@@ -13,7 +13,8 @@ from ivm.sql_frontend.planner.aggregate_calls import calls_in, has_aggregate
 from ivm.sql_frontend.planner.context import Context, Scope
 from ivm.sql_frontend.planner.ctes import with_ctes
 from ivm.sql_frontend.planner.from_clause import plan_from
-from ivm.sql_frontend.planner.grouping import plan_aggregation, sql_text
+from ivm.sql_frontend.planner.grouping import plan_aggregation
+from ivm.sql_frontend.planner.grouping_sets import grouping_sets
 from ivm.sql_frontend.planner.naming import rename_columns, unique_names
 
 
@@ -30,9 +31,12 @@ def plan_select(ctx: Context, node: exp.Select, scope: Scope) -> Plan:
     having = node.args.get("having")
     group = node.args.get("group")
     if group is not None or having is not None or any(has_aggregate(e) for _, e in outputs):
-        keys = _group_keys(group, outputs)
+        positions = {i + 1: e for i, (_, e) in enumerate(outputs)}
+        keys, sets = grouping_sets(group, outputs, positions)
         having_expr = rename_columns(having.this) if having is not None else None
-        plan, outputs, having_expr = plan_aggregation(ctx, plan, keys, outputs, having_expr)
+        plan, outputs, having_expr = plan_aggregation(
+            ctx, plan, keys, outputs, having_expr, sets
+        )
         if having_expr is not None:
             plan = ctx.typed(Filter(schema=plan.schema, input=plan, predicate=having_expr))
     names = unique_names([name for name, _ in outputs])
@@ -56,16 +60,3 @@ def _no_aggregates_in_clauses(ctx: Context, node: exp.Select) -> None:
         if calls:
             construct = ctx.locator.describe(f"aggregate in {clause}", calls[0])
             raise SqlError(f"{construct}{hint}")
-
-
-def _group_keys(
-    group: exp.Group | None, outputs: list[tuple[str, exp.Expression]]
-) -> list[exp.Expression]:
-    """The distinct GROUP BY expressions (renamed); GROUP BY ALL: every SELECT expression
-    without an aggregate, as DuckDB does."""
-    if group is not None and group.args.get("all"):
-        keys = [e for _, e in outputs if not has_aggregate(e)]
-    else:
-        keys = [rename_columns(k) for k in (group.expressions if group else [])]
-    # GROUP BY a, a groups by a once.
-    return list({sql_text(k): k for k in keys}.values())

@@ -22,12 +22,7 @@ UNSUPPORTED_NODES: dict[type[exp.Expression], str] = {
     exp.Lateral: "LATERAL",
     exp.Unnest: "UNNEST",
     exp.Pivot: "PIVOT",
-    exp.Intersect: "INTERSECT",
-    exp.Except: "EXCEPT",
     exp.Values: "VALUES",
-    exp.Rollup: "ROLLUP",
-    exp.Cube: "CUBE",
-    exp.GroupingSets: "GROUPING SETS",
 }
 """Constructs refused wherever they appear."""
 
@@ -49,10 +44,6 @@ def reject_unsupported(tree: exp.Expression, locator: Locator) -> None:
         for kind, name in UNSUPPORTED_NODES.items():
             if isinstance(node, kind):
                 raise UnsupportedSQL(f"{locator.describe(name, node)} is not supported")
-        if isinstance(node, exp.Union) and node.args.get("by_name"):
-            raise UnsupportedSQL(
-                f"{locator.describe('UNION BY NAME', node)} is not supported: list the columns"
-            )
         if isinstance(node, exp.With) and node.args.get("recursive"):
             raise UnsupportedSQL(f"{locator.describe('WITH RECURSIVE', node)} is not supported yet")
         if isinstance(node, exp.Join):

@@ -123,7 +123,6 @@ def test_sql_over_unknown_table_is_sql_error(db):
         ("CREATE VIEW v AS SELECT id FROM t LIMIT 3", "LIMIT"),
         ("CREATE VIEW v AS SELECT id, ROW_NUMBER() OVER (ORDER BY id) AS r FROM t", "window"),
         ("CREATE VIEW v AS SELECT id, random() AS r FROM t", "non-deterministic"),
-        ("CREATE VIEW v AS SELECT id FROM t EXCEPT SELECT id FROM t", "EXCEPT"),
     ],
 )
 def test_unsupported_sql_names_the_construct(db, sql, construct):

@@ -10,11 +10,13 @@ import ivm
 import ivm.storage.traces
 
 
-def test_union_by_name_is_unsupported() -> None:
+def test_union_by_name_matches_columns_by_name() -> None:
     db = ivm.connect()
     db.execute("CREATE TABLE t (a INT, b INT)")
-    with pytest.raises(ivm.UnsupportedSQL, match="UNION BY NAME"):
-        db.execute("CREATE VIEW v AS SELECT a, b FROM t UNION ALL BY NAME SELECT b, a FROM t")
+    sql = "SELECT a, b FROM t UNION ALL BY NAME SELECT b, a FROM t"
+    db.execute(f"CREATE VIEW v AS {sql}")
+    db.ingest("t", [{"a": 1, "b": 2}])
+    assert db.read("v").to_pylist() == [{"a": 1, "b": 2}, {"a": 1, "b": 2}]
 
 
 @pytest.mark.parametrize("name", ["__ivm_chg_x", "__IVM_rel_t"])
