@@ -85,12 +85,15 @@ def _check_join(join: exp.Join, locator: Locator) -> None:
     method = (join.args.get("method") or "").upper()
     side = (join.args.get("side") or "").upper()
     kind = (join.args.get("kind") or "").upper()
-    if method:
+    if method and method != "NATURAL":
         raise UnsupportedSQL(f"{locator.describe(method + ' JOIN', join)} is not supported yet")
-    if side:
-        raise UnsupportedSQL(f"{locator.describe(side + ' JOIN', join)} is not supported yet")
-    if kind not in ("", "INNER", "CROSS"):
-        raise UnsupportedSQL(f"{locator.describe(kind + ' JOIN', join)} is not supported")
+    if side not in ("", "LEFT", "RIGHT", "FULL"):
+        raise UnsupportedSQL(f"{locator.describe(side + ' JOIN', join)} is not supported")
+    if kind not in ("", "INNER", "CROSS", "OUTER", "SEMI", "ANTI") or (
+        side and kind not in ("", "OUTER")
+    ):
+        construct = " ".join(w for w in (side, kind) if w) + " JOIN"
+        raise UnsupportedSQL(f"{locator.describe(construct, join)} is not supported")
 
 
 def _check_table(table: exp.Table, locator: Locator) -> None:
