@@ -323,10 +323,8 @@ def test_min_max_when_the_extreme_is_deleted() -> None:
 # --- unsupported SQL ---------------------------------------------------------------------
 
 UNSUPPORTED = {
-    "left_join": ("SELECT o.id, c.region FROM orders o LEFT JOIN customers c "
-                  "ON o.customer = c.name", "LEFT JOIN"),
-    "full_join": ("SELECT o.id, c.region FROM orders o FULL OUTER JOIN customers c "
-                  "ON o.customer = c.name", "FULL"),
+    "asof_join": ("SELECT o.id, c.region FROM orders o ASOF JOIN customers c "
+                  "ON o.customer = c.name", "ASOF JOIN"),
     "limit": ("SELECT * FROM orders ORDER BY id LIMIT 3", "LIMIT"),
     "window": ("SELECT id, row_number() OVER (PARTITION BY customer ORDER BY id) AS rn "
                "FROM orders", "window"),
@@ -397,12 +395,12 @@ VALID_SQL = {
     "count_distinct": "SELECT customer, COUNT(DISTINCT qty) AS n FROM orders GROUP BY customer",
     "filtered": "SELECT customer, SUM(amount) FILTER (WHERE qty > 1) AS s FROM orders "
                 "GROUP BY customer",
+    "natural_join": "SELECT * FROM orders NATURAL JOIN (SELECT id, customer AS c2 FROM orders) x",
 }
 """Valid SQL ivm must maintain: each case runs a random workload and must not be refused."""
 
 REFUSED_SQL = {
-    "natural_join": ("SELECT * FROM orders NATURAL JOIN (SELECT id, customer AS c2 FROM orders) x",
-                     "NATURAL JOIN"),
+    "values": ("SELECT * FROM (VALUES (1, 'a'), (2, 'b')) AS t(k, v)", "VALUES"),
 }
 """Valid SQL ivm refuses (for now), with the construct its UnsupportedSQL must name."""
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 
 from ivm.operators.aggregate import Aggregate
 from ivm.operators.base import Describe, Operator
+from ivm.operators.difference import Difference, DifferenceOperator
 from ivm.operators.distinct import Distinct, IncrementalDistinct
 from ivm.operators.filter import Filter, FilterOperator
 from ivm.operators.group_recompute import GroupRecompute
@@ -49,6 +50,7 @@ REGISTRY: Mapping[type[Plan], Factory] = {
     Filter: _plain(FilterOperator),
     Project: _plain(ProjectOperator),
     UnionAll: _plain(UnionAllOperator),
+    Difference: _plain(DifferenceOperator),
     Join: _plain(DeltaJoin),
     Aggregate: _aggregate,
     Distinct: _plain(IncrementalDistinct),

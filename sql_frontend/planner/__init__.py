@@ -9,8 +9,12 @@ part of a query:
   EXCEPT [ALL]), and conforming columns to a target;
 * ``ctes``: WITH, planned inline;
 * ``select``: FROM → WHERE → aggregation → HAVING → SELECT list → DISTINCT;
-* ``from_clause``: each source renamed ``alias.column``; joins of any number
-  of sources become one ``Join`` (a delta query later);
+* ``from_clause``: each source renamed ``alias.column``; consecutive inner
+  joins become one ``Join`` (a delta query later), an outer, semi or anti join
+  takes everything before it as its left input;
+* ``outer_joins``: LEFT / RIGHT / FULL JOIN as inner join ⊎ NULL-padded anti joins;
+* ``semi_joins``: ``semi_join`` / ``anti_join`` (L ⋉ R, L ▷ R with bag semantics),
+  plans of existing nodes, for outer joins and later for decorrelated subqueries;
 * ``grouping`` and ``aggregate_calls``: GROUP BY as Project (keys, inputs) →
   Aggregate, each call checked against the aggregate-function registry;
   ``grouping_sets``: GROUPING SETS / ROLLUP / CUBE as the list of sets, each

@@ -13,24 +13,53 @@ from ivm.plan.node import Plan
 from ivm.schema import Schema
 from ivm.sql_frontend.planner.context import Context, Scope
 from ivm.sql_frontend.planner.naming import ref, rename_columns
+from ivm.sql_frontend.planner.outer_joins import SIDES, outer_join, semi_or_anti
 
 
 def plan_from(ctx: Context, node: exp.Select, scope: Scope) -> Plan:
-    """The FROM clause of ``node`` with its joins: one source, or one Join of all of them."""
+    """The FROM clause of ``node`` with its joins."""
     from_ = node.args.get("from_") or node.args.get("from")
     if from_ is None:
         construct = ctx.locator.describe("SELECT without FROM", node)
         raise UnsupportedSQL(f"{construct} is not supported")
-    relations = [plan_source(ctx, from_.this, scope)]
+    return plan_joins(ctx, from_.this, node.args.get("joins") or [], scope)
+
+
+def plan_joins(
+    ctx: Context, first: exp.Expression, joins: list[exp.Join], scope: Scope
+) -> Plan:
+    """``first`` joined with each of ``joins`` in turn, left to right as SQL nests them.
+
+    Consecutive inner and cross joins become one ``Join`` (a delta query later); an
+    outer, semi or anti join takes everything before it as its left input.
+    """
+    relations = [plan_source(ctx, first, scope)]
     conditions: list[exp.Expression] = []
-    for join in node.args.get("joins") or []:
-        relations.append(plan_source(ctx, join.this, scope))
+    for join in joins:
+        right = plan_source(ctx, join.this, scope)
         on = join.args.get("on")
-        if on is not None:
-            conditions.append(rename_columns(on))
-    if len(relations) == 1:
-        return relations[0]
+        condition = rename_columns(on) if on is not None else None
+        side = (join.args.get("side") or "").upper()
+        kind = (join.args.get("kind") or "").upper()
+        if side in SIDES:
+            left = _inner(ctx, relations, conditions)
+            relations, conditions = [outer_join(ctx, side, left, right, condition)], []
+        elif kind in ("SEMI", "ANTI"):
+            left = _inner(ctx, relations, conditions)
+            relations, conditions = [semi_or_anti(ctx, kind, left, right, condition)], []
+        else:
+            relations.append(right)
+            if condition is not None:
+                conditions.append(condition)
+    return _inner(ctx, relations, conditions)
+
+
+def _inner(ctx: Context, relations: list[Plan], conditions: list[exp.Expression]) -> Plan:
+    """The inner join of ``relations`` on every one of ``conditions`` (one relation alone
+    when it is the only one and nothing filters it)."""
     condition = exp.and_(*conditions) if conditions else None
+    if len(relations) == 1 and condition is None:
+        return relations[0]
     columns = tuple(c for r in relations for c in r.schema.columns)
     return ctx.typed(Join(schema=Schema(columns), relations=tuple(relations), condition=condition))
 
@@ -40,6 +69,10 @@ def plan_source(ctx: Context, node: exp.Expression, scope: Scope) -> Plan:
     alias = node.alias_or_name
     if isinstance(node, exp.Table):
         inner = _table(ctx, node, scope)
+    elif isinstance(node, exp.Subquery) and _is_join_tree(node.this):
+        # A parenthesized join (``a LEFT JOIN (b JOIN c ON …) ON …``): its sources
+        # keep their own aliases.
+        return plan_joins(ctx, node.this, node.this.args.get("joins") or [], scope)
     elif isinstance(node, exp.Subquery):
         inner = ctx.query(node.this, scope)
     else:
@@ -47,6 +80,10 @@ def plan_source(ctx: Context, node: exp.Expression, scope: Scope) -> Plan:
         raise UnsupportedSQL(f"{ctx.locator.describe(construct, node)} is not supported")
     exprs = tuple((f"{alias}.{c.name}", ref(c.name)) for c in inner.schema.columns)
     return ctx.typed(Project(schema=inner.schema, input=inner, exprs=exprs))
+
+
+def _is_join_tree(node: exp.Expression) -> bool:
+    return isinstance(node, (exp.Table, exp.Subquery)) and bool(node.args.get("joins"))
 
 
 def _table(ctx: Context, node: exp.Table, scope: Scope) -> Plan:

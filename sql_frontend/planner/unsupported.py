@@ -48,6 +48,8 @@ def reject_unsupported(tree: exp.Expression, locator: Locator) -> None:
             raise UnsupportedSQL(f"{locator.describe('WITH RECURSIVE', node)} is not supported yet")
         if isinstance(node, exp.Join):
             _check_join(node, locator)
+        if isinstance(node, exp.Select):
+            _check_using_chain(node, locator)
         if isinstance(node, exp.Table):
             _check_table(node, locator)
         distinct = node.args.get("distinct") if isinstance(node, exp.Select) else None
@@ -76,12 +78,30 @@ def _check_join(join: exp.Join, locator: Locator) -> None:
     method = (join.args.get("method") or "").upper()
     side = (join.args.get("side") or "").upper()
     kind = (join.args.get("kind") or "").upper()
-    if method:
+    if method and method != "NATURAL":
         raise UnsupportedSQL(f"{locator.describe(method + ' JOIN', join)} is not supported yet")
-    if side:
-        raise UnsupportedSQL(f"{locator.describe(side + ' JOIN', join)} is not supported yet")
-    if kind not in ("", "INNER", "CROSS"):
-        raise UnsupportedSQL(f"{locator.describe(kind + ' JOIN', join)} is not supported")
+    if side not in ("", "LEFT", "RIGHT", "FULL"):
+        raise UnsupportedSQL(f"{locator.describe(side + ' JOIN', join)} is not supported")
+    if kind not in ("", "INNER", "CROSS", "OUTER", "SEMI", "ANTI") or (
+        side and kind not in ("", "OUTER")
+    ):
+        construct = " ".join(w for w in (side, kind) if w) + " JOIN"
+        raise UnsupportedSQL(f"{locator.describe(construct, join)} is not supported")
+
+
+def _check_using_chain(select: exp.Select, locator: Locator) -> None:
+    """USING or NATURAL after a RIGHT or FULL join: DuckDB matches on the COALESCE of the
+    earlier sides' columns, which the name resolution does not reproduce."""
+    padded_left = False
+    for join in select.args.get("joins") or []:
+        natural = (join.args.get("method") or "").upper() == "NATURAL"
+        if padded_left and (join.args.get("using") or natural):
+            construct = "NATURAL JOIN" if natural else "USING"
+            raise UnsupportedSQL(
+                f"{locator.describe(construct + ' after a RIGHT or FULL JOIN', join)} is not "
+                "supported: write the join condition with ON"
+            )
+        padded_left = padded_left or (join.args.get("side") or "").upper() in ("RIGHT", "FULL")
 
 
 def _check_table(table: exp.Table, locator: Locator) -> None:

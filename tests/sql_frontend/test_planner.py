@@ -145,7 +145,7 @@ def test_star_is_expanded(plan):
 @pytest.mark.parametrize(
     ("sql", "construct"),
     [
-        ("SELECT o.id FROM orders o LEFT JOIN customers c ON o.customer = c.name", "LEFT JOIN"),
+        ("SELECT o.id FROM orders o ASOF JOIN customers c ON o.customer >= c.name", "ASOF JOIN"),
         ("SELECT id FROM orders LIMIT 1", "LIMIT"),
         ("SELECT id, rank() OVER (ORDER BY amount) AS r FROM orders", "window"),
         ("SELECT ARG_MIN(DISTINCT id, amount) AS n FROM orders", "DISTINCT"),

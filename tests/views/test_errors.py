@@ -118,8 +118,9 @@ def test_sql_over_unknown_table_is_sql_error(db):
 @pytest.mark.parametrize(
     ("sql", "construct"),
     [
-        ("CREATE VIEW v AS SELECT t.id FROM t LEFT JOIN t AS u ON t.id = u.id", "LEFT JOIN"),
-        ("CREATE VIEW v AS SELECT t.id FROM t FULL OUTER JOIN t AS u ON t.id = u.id", "FULL"),
+        ("CREATE VIEW v AS SELECT t.id FROM t ASOF JOIN t AS u ON t.id >= u.id", "ASOF JOIN"),
+        ("CREATE VIEW v AS SELECT * FROM t FULL JOIN t AS u USING (id) JOIN t AS w USING (id)",
+         "USING after a RIGHT or FULL JOIN"),
         ("CREATE VIEW v AS SELECT id FROM t LIMIT 3", "LIMIT"),
         ("CREATE VIEW v AS SELECT id, ROW_NUMBER() OVER (ORDER BY id) AS r FROM t", "window"),
         ("CREATE VIEW v AS SELECT id, random() AS r FROM t", "non-deterministic"),

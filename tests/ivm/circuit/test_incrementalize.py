@@ -12,6 +12,7 @@ from ivm.circuit.circuit import Circuit
 from ivm.circuit.incrementalize import incrementalize
 from ivm.execution.embedded import describe
 from ivm.operators.aggregate import Aggregate, AggregateCall
+from ivm.operators.difference import Difference
 from ivm.operators.distinct import Distinct, IncrementalDistinct
 from ivm.operators.filter import Filter, FilterOperator
 from ivm.operators.group_recompute import GroupRecompute
@@ -98,8 +99,9 @@ def test_node_types_map_to_their_registered_operators():
     for op in circuit.operators:
         if type(op.node) in expected:
             assert isinstance(op, expected[type(op.node)])
-    assert set(REGISTRY) == {Scan, Filter, Project, UnionAll, Join, Aggregate, Distinct,
-                             SetOperation}
+    assert set(REGISTRY) == {
+        Scan, Filter, Project, UnionAll, Join, Aggregate, Distinct, SetOperation, Difference
+    }
     assert circuit.output.node is root
 
 
