@@ -45,13 +45,14 @@ class Join(Plan):
         return f"Join of {len(self.relations)} inputs on {on}"
 
     def equi_keys(self) -> list[tuple[str, str]]:
-        """Column pairs the condition equates across two different inputs."""
+        """Column pairs the condition equates (``=`` or ``IS NOT DISTINCT FROM``) across two
+        different inputs."""
         if self.condition is None:
             return []
         owner = {c: i for i, r in enumerate(self.relations) for c in r.schema.names}
         pairs = []
         for conjunct in conjuncts(self.condition):
-            if isinstance(conjunct, exp.EQ) and all(
+            if isinstance(conjunct, (exp.EQ, exp.NullSafeEQ)) and all(
                 isinstance(side, exp.Column) for side in (conjunct.left, conjunct.right)
             ):
                 left, right = conjunct.left.name, conjunct.right.name

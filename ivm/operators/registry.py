@@ -18,6 +18,7 @@ from ivm.operators.join import DeltaJoin, Join
 from ivm.operators.project import Project, ProjectOperator
 from ivm.operators.running_aggregate import RunningAggregate
 from ivm.operators.scan import Scan, Source
+from ivm.operators.subtract import Subtract, SubtractOperator
 from ivm.operators.union_all import UnionAll, UnionAllOperator
 from ivm.plan.node import Plan
 
@@ -51,6 +52,7 @@ REGISTRY: Mapping[type[Plan], Factory] = {
     Join: _plain(DeltaJoin),
     Aggregate: _aggregate,
     Distinct: _plain(IncrementalDistinct),
+    Subtract: _plain(SubtractOperator),
 }
 
 
