@@ -11,8 +11,8 @@ from ivm.operators.project import Project
 from ivm.plan.node import Plan
 from ivm.sql_frontend.planner.aggregate_calls import calls_in, has_aggregate
 from ivm.sql_frontend.planner.context import Context, Scope
-from ivm.sql_frontend.planner.decorrelate import Resolve
 from ivm.sql_frontend.planner.ctes import with_ctes
+from ivm.sql_frontend.planner.decorrelate import Resolve
 from ivm.sql_frontend.planner.from_clause import plan_from
 from ivm.sql_frontend.planner.grouping import plan_aggregation, sql_text
 from ivm.sql_frontend.planner.naming import ref, rename_columns, unique_names

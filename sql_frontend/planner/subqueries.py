@@ -313,10 +313,18 @@ def _scalar(
         return plan, _case([(missing, inner.empty)], inner.template)
     inner = _rows(ctx, resolve, query, scope)
     first = (f"{inner.alias}.__first", exp.Min(this=ref(inner.values[0])))
-    plan = _join(ctx, plan, inner, _counts(ctx, inner, [first]))
+    counts = _counts(ctx, inner, [first])
     too_many = exp.GT(this=ref(f"{inner.alias}.__n"), expression=exp.Literal.number(1))
     error = exp.Anonymous(this="error", expressions=[exp.Literal.string(TOO_MANY_ROWS)])
-    return plan, _case([(too_many, error)], ref(first[0]))
+    checked = _case([(too_many, error)], ref(first[0]))
+    if not inner.pairs:
+        # Uncorrelated: DuckDB fails whenever the subquery has two rows, whatever the
+        # outer rows are, so the check runs on the one-row count itself.
+        exprs = tuple((n, ref(n)) for n in counts.schema.names) + ((first[0] + "!", checked),)
+        counts = ctx.typed(Project(schema=counts.schema, input=counts, exprs=exprs))
+        return sj.cross_join_one_row(ctx, plan, counts), ref(first[0] + "!")
+    # Correlated: only outer rows whose key has two rows fail.
+    return _join(ctx, plan, inner, counts), checked
 
 
 def _case(whens: list[tuple[exp.Expression, exp.Expression]], default: exp.Expression) -> exp.Case:
