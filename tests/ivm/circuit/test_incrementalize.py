@@ -21,6 +21,7 @@ from ivm.operators.project import Project, ProjectOperator
 from ivm.operators.registry import REGISTRY
 from ivm.operators.running_aggregate import RunningAggregate
 from ivm.operators.scan import Scan, Source
+from ivm.operators.subtract import Subtract
 from ivm.operators.union_all import UnionAll, UnionAllOperator
 from ivm.plan.node import Plan
 from ivm.schema import Column, Schema
@@ -97,7 +98,8 @@ def test_node_types_map_to_their_registered_operators():
     for op in circuit.operators:
         if type(op.node) in expected:
             assert isinstance(op, expected[type(op.node)])
-    assert set(REGISTRY) == {Scan, Filter, Project, UnionAll, Join, Aggregate, Distinct}
+    assert set(REGISTRY) == {Scan, Filter, Project, UnionAll, Join, Aggregate, Distinct,
+                             Subtract}
     assert circuit.output.node is root
 
 
