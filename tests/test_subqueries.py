@@ -202,7 +202,6 @@ def test_unsupported_placements_are_refused(sql: str, construct: str) -> None:
 
 
 SPARK_VIEWS = {
-    "nex": CASES["exists"]["nex"],
     "count": "SELECT id, (SELECT COUNT(*) FROM r WHERE r.k = l.k) AS n, "
              "x > (SELECT MAX(y) FROM r) AS g FROM l",
 }
