@@ -172,16 +172,14 @@ class ViewState(_Base):
         runner = EpochRunner(self.con, self.names, {}, backfill=True)
         try:
             delta = runner.run(view.circuit)
+            # The delta's SQL reads operators' integrals (their traces before the epoch):
+            # run it before the state appends (a join of two changed inputs read an
+            # aggregate's new row twice when the appends ran first).
             if delta is not None:
-                # Computed before the state appends below: the change reads operators'
-                # integrals (a DISTINCT's trace), which must still be the empty "before".
-                delta = runner.materialize(
-                    view.circuit.output, "backfill", consolidate_sql(delta, view.schema.names)
-                )
+                consolidated = consolidate_sql(delta, view.schema.names)
+                run_sql(self.con, f"INSERT INTO {trace} {consolidated}")
             for table, rows in runner.commits:
                 run_sql(self.con, f"INSERT INTO {table} {rows}")
-            if delta is not None:
-                run_sql(self.con, f"INSERT INTO {trace} {delta}")
         except ExecutionError as error:
             raise ViewFailed(view, error, EXISTING) from error
         create_reader(self.con, view.name, trace, view.schema.names)

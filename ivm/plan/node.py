@@ -139,11 +139,27 @@ class Plan:
 
 
 def plain_sql(plan: Plan) -> str:
-    """Non-incremental (bag) SQL of a whole plan; a leaf reads the relation of its name."""
-    rendered: dict[int, str] = {}
+    """Non-incremental (bag) SQL of a whole plan; a leaf reads the relation of its name.
+
+    A node read by several others (a CTE used twice, a decorrelated subquery's outer
+    rows) is rendered once, as a common table expression, so the text stays linear in
+    the size of the plan."""
+    readers: dict[int, int] = {}
     for node in plan.walk():
-        rendered[id(node)] = node.plain([rendered[id(c)] for c in node.children()])
-    return rendered[id(plan)]
+        for child in node.children():
+            readers[id(child)] = readers.get(id(child), 0) + 1
+    rendered: dict[int, str] = {}
+    ctes: list[str] = []
+    for node in plan.walk():
+        text = node.plain([rendered[id(c)] for c in node.children()])
+        if readers.get(id(node), 0) > 1 and node.children():
+            name = f"__ivm_p{len(ctes)}"
+            ctes.append(f"{name} AS ({text})")
+            text = f"SELECT * FROM {name}"
+        rendered[id(node)] = text
+    if not ctes:
+        return rendered[id(plan)]
+    return f"WITH {', '.join(ctes)} SELECT * FROM ({rendered[id(plan)]}) AS __ivm_plain"
 
 
 def canonical(value: object) -> str:

@@ -14,7 +14,10 @@ part of a query:
   takes everything before it as its left input;
 * ``outer_joins``: LEFT / RIGHT / FULL JOIN as inner join ⊎ NULL-padded anti joins;
 * ``semi_joins``: ``semi_join`` / ``anti_join`` (L ⋉ R, L ▷ R with bag semantics),
-  plans of existing nodes, for outer joins and later for decorrelated subqueries;
+  plans of existing nodes, for outer joins;
+* ``subqueries`` (with ``decorrelate`` and ``subquery_joins``): subqueries in WHERE,
+  SELECT, HAVING and ON decorrelated into semi/anti joins, left joins to one-row-per-key
+  relations and cross joins to one-row ones;
 * ``grouping`` and ``aggregate_calls``: GROUP BY as Project (keys, inputs) →
   Aggregate, each call checked against the aggregate-function registry;
   ``grouping_sets``: GROUPING SETS / ROLLUP / CUBE as the list of sets, each

@@ -37,10 +37,17 @@ class Context:
     tree: exp.Expression
     plan_query: PlanQuery
     stored_names: dict[str, str] = field(init=False)
+    subqueries: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
         # sqlglot folds unquoted names to lower case; DuckDB's names are case-insensitive.
         self.stored_names = {n.lower(): n for n in self.relations}
+
+    def fresh_alias(self) -> str:
+        """A new alias for a decorrelated subquery's columns (``__sq<n>``), in planning order
+        (so planning the same query again gives the same names)."""
+        self.subqueries += 1
+        return f"__sq{self.subqueries}"
 
     def query(self, node: exp.Expression, scope: Scope) -> Plan:
         """Plan a nested query."""

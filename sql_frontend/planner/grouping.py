@@ -116,7 +116,8 @@ class _Calls:
 
         rewritten = expression.copy().transform(replace)
         for column in rewritten.find_all(exp.Column):
-            if not column.name.startswith(("__k", "__g")):
+            # __sq…: a subquery's placeholder, evaluated after the aggregation.
+            if not column.name.startswith(("__k", "__g", "__sq")):
                 token = self.locator.token_at(column)
                 name = token.text if token is not None else column.name
                 raise SqlError(

@@ -12,39 +12,72 @@ from ivm.plan.node import Plan
 from ivm.sql_frontend.planner.aggregate_calls import calls_in, has_aggregate
 from ivm.sql_frontend.planner.context import Context, Scope
 from ivm.sql_frontend.planner.ctes import with_ctes
+from ivm.sql_frontend.planner.decorrelate import Resolve
 from ivm.sql_frontend.planner.from_clause import plan_from
-from ivm.sql_frontend.planner.grouping import plan_aggregation
+from ivm.sql_frontend.planner.grouping import plan_aggregation, sql_text
 from ivm.sql_frontend.planner.grouping_sets import grouping_sets
-from ivm.sql_frontend.planner.naming import rename_columns, unique_names
+from ivm.sql_frontend.planner.naming import ref, rename_columns, unique_names
+from ivm.sql_frontend.planner.subqueries import (
+    Holders,
+    has_subquery,
+    hoist_join_subqueries,
+    plan_where,
+    with_values,
+)
 
 
 def plan_select(ctx: Context, node: exp.Select, scope: Scope) -> Plan:
     """Plan one (qualified) SELECT whose CTEs are ``scope`` plus its own."""
     scope = with_ctes(ctx, node, scope)
+    node = hoist_join_subqueries(node)
     _no_aggregates_in_clauses(ctx, node)
     plan = plan_from(ctx, node, scope)
     where = node.args.get("where")
-    if where is not None:
+    if where is not None and has_subquery(where.this):
+        plan = plan_where(ctx, plan, where.this, scope)
+    elif where is not None:
         predicate = rename_columns(where.this)
         plan = ctx.typed(Filter(schema=plan.schema, input=plan, predicate=predicate))
-    outputs = [(e.alias_or_name, rename_columns(e.unalias())) for e in node.expressions]
+    raw = [(e.alias_or_name, e.unalias()) for e in node.expressions]
     having = node.args.get("having")
     group = node.args.get("group")
-    if group is not None or having is not None or any(has_aggregate(e) for _, e in outputs):
+    if group is not None or having is not None or any(has_aggregate(e) for _, e in raw):
+        holders = Holders(ctx)
+        outputs = [(name, rename_columns(holders.take(e))) for name, e in raw]
         positions = {i + 1: e for i, (_, e) in enumerate(outputs)}
         keys, sets = grouping_sets(group, outputs, positions)
-        having_expr = rename_columns(having.this) if having is not None else None
-        plan, outputs, having_expr = plan_aggregation(
-            ctx, plan, keys, outputs, having_expr, sets
+        having_expr = rename_columns(holders.take(having.this)) if having is not None else None
+        plan, rewritten, having_expr = plan_aggregation(
+            ctx, plan, keys, outputs + holders.operands, having_expr, sets
         )
+        outputs, operands = rewritten[: len(outputs)], rewritten[len(outputs):]
+        if holders.constructs:
+            plan = holders.fill(plan, operands, _group_resolver(keys), scope)
         if having_expr is not None:
             plan = ctx.typed(Filter(schema=plan.schema, input=plan, predicate=having_expr))
+    else:
+        outputs = []
+        for name, e in raw:
+            if has_subquery(e):
+                plan, e = with_values(ctx, plan, e, scope)
+            outputs.append((name, rename_columns(e)))
     names = unique_names([name for name, _ in outputs])
     exprs = tuple((name, e) for name, (_, e) in zip(names, outputs, strict=True))
     plan = ctx.typed(Project(schema=plan.schema, input=plan, exprs=exprs))
     if node.args.get("distinct") is not None:
         plan = ctx.typed(Distinct(schema=plan.schema, input=plan))
     return plan
+
+
+def _group_resolver(keys: list[exp.Expression]) -> Resolve:
+    """A grouped query's columns, for its subqueries: the GROUP BY key each one is."""
+    names = {sql_text(k): f"__k{i}" for i, k in enumerate(keys)}
+
+    def resolve(column: exp.Column) -> exp.Expression | None:
+        name = names.get(sql_text(rename_columns(column)))
+        return ref(name, column) if name is not None else None
+
+    return resolve
 
 
 def _no_aggregates_in_clauses(ctx: Context, node: exp.Select) -> None:

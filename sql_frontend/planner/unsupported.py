@@ -11,6 +11,7 @@ from sqlglot import exp
 
 from ivm.errors import UnsupportedSQL
 from ivm.sql_frontend.planner.aggregate_calls import check_not_nested, is_call, take_apart
+from ivm.sql_frontend.planner.subqueries import is_construct
 from ivm.sql_frontend.positions import Locator
 
 UNSUPPORTED_NODES: dict[type[exp.Expression], str] = {
@@ -65,13 +66,24 @@ def reject_unsupported(tree: exp.Expression, locator: Locator) -> None:
                 f"{locator.describe('non-deterministic function', node)} is not supported: "
                 "its value would differ between maintenance and recomputation"
             )
-        if isinstance(node, exp.Exists) or (
-            isinstance(node, exp.Query) and not isinstance(node.parent, exp.Exists)
-            and in_expression(node)
-        ):
-            raise UnsupportedSQL(
-                f"{locator.describe('subquery in an expression', node)} is not supported"
-            )
+        if is_construct(node):
+            _check_subquery_position(node, locator)
+
+
+def _check_subquery_position(node: exp.Expression, locator: Locator) -> None:
+    """UnsupportedSQL for a subquery in GROUP BY or inside an aggregate call (it is
+    supported in WHERE, SELECT, HAVING and inner joins' ON)."""
+    parent = node.parent
+    while parent is not None and not isinstance(parent, exp.Query):
+        if isinstance(parent, exp.Group):
+            place = "GROUP BY"
+        elif is_call(parent):
+            place = "an aggregate call"
+        else:
+            parent = parent.parent
+            continue
+        construct = locator.describe(f"subquery in {place}", node)
+        raise UnsupportedSQL(f"{construct} is not supported")
 
 
 def _check_join(join: exp.Join, locator: Locator) -> None:
@@ -112,14 +124,3 @@ def _check_table(table: exp.Table, locator: Locator) -> None:
         )
     if not isinstance(table.this, exp.Identifier):
         raise UnsupportedSQL(f"{locator.describe('table function', table.this)} is not supported")
-
-
-def in_expression(node: exp.Expression) -> bool:
-    """True when a query sits inside a scalar expression rather than in FROM/JOIN/WITH or a
-    set operation."""
-    parent = node.parent
-    if parent is None:
-        return False
-    if isinstance(node, exp.Subquery):
-        return not isinstance(parent, (exp.From, exp.Join, exp.SetOperation, exp.Subquery))
-    return not isinstance(parent, (exp.Subquery, exp.CTE, exp.SetOperation, exp.With))

@@ -194,9 +194,9 @@ def test_unordered_lists_say_why(plan):
 
 
 def test_aggregate_inside_a_subquery_inside_an_aggregate_is_unsupported(plan):
-    with pytest.raises(UnsupportedSQL, match="subquery in an expression"):
+    with pytest.raises(UnsupportedSQL, match="subquery in an aggregate call"):
         plan("SELECT SUM((SELECT MAX(x) FROM m)) AS v FROM m")
-    with pytest.raises(UnsupportedSQL, match="subquery in an expression"):
+    with pytest.raises(UnsupportedSQL, match="subquery in an aggregate call"):
         plan("SELECT k, SUM(x) FILTER (WHERE x > (SELECT MIN(x) FROM m)) AS v FROM m GROUP BY k")
 
 

@@ -1,0 +1,218 @@
+"""Subqueries (EXISTS, IN, ANY / ALL, scalar), correlated or not, under random CDC and in
+hand-written edge cases, checked against DuckDB's recomputation after every epoch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, Phase, assume, given, settings
+from hypothesis import strategies as st
+from oracle.harness import Epoch, Harness, run_workload
+from oracle.spark import SPARK_PARTITIONS
+
+import ivm
+
+L = "CREATE TABLE l (id INTEGER, k INTEGER, x INTEGER)"
+R = "CREATE TABLE r (k INTEGER, y INTEGER)"
+P = "CREATE TABLE p (name INTEGER PRIMARY KEY, v INTEGER)"
+TABLES = [L, R, P]
+DOMAINS: dict[str, tuple[Any, ...]] = {
+    "l.id": (0, 1, 2), "l.k": (1, 2, 3), "l.x": (0, 1, 2, 3),
+    "r.k": (1, 2, 3), "r.y": (0, 1, 2, 3),
+    "p.name": (1, 2, 3), "p.v": (0, 1, 2),
+}
+
+RANDOM_CDC = settings(
+    max_examples=1, deadline=None, derandomize=True, database=None, phases=(Phase.generate,),
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+CASES: dict[str, dict[str, str]] = {
+    "exists": {
+        "ex": "SELECT * FROM l WHERE EXISTS (SELECT 1 FROM r WHERE r.k = l.k)",
+        "nex": "SELECT * FROM l WHERE NOT EXISTS (SELECT * FROM r WHERE r.k = l.k AND r.y > 0)",
+        "ex_any": "SELECT id FROM l WHERE EXISTS (SELECT 1 FROM r WHERE r.y = 3)",
+        "theta": "SELECT * FROM l WHERE EXISTS (SELECT 1 FROM r WHERE abs(r.y - l.x) <= 1)",
+        "ntheta": "SELECT * FROM l WHERE NOT EXISTS "
+                  "(SELECT 1 FROM r WHERE r.k = l.k AND r.y > l.x)",
+        "ex_value": "SELECT id, EXISTS (SELECT 1 FROM r WHERE r.k = l.k) AS e, "
+                    "NOT EXISTS (SELECT 1 FROM r WHERE r.y < l.x) AS f, "
+                    "EXISTS (SELECT 1 FROM p) AS g FROM l",
+        "ex_or": "SELECT * FROM l WHERE x = 0 OR EXISTS (SELECT 1 FROM r WHERE r.k = l.k)",
+    },
+    "in": {
+        "in_": "SELECT * FROM l WHERE x IN (SELECT y FROM r)",
+        "in_corr": "SELECT * FROM l WHERE x IN (SELECT y FROM r WHERE r.k = l.k)",
+        "not_in": "SELECT * FROM l WHERE x NOT IN (SELECT y FROM r)",
+        "not_in_corr": "SELECT * FROM l WHERE x NOT IN (SELECT y FROM r WHERE r.k = l.k)",
+        "in_value": "SELECT id, x NOT IN (SELECT y FROM r WHERE r.k = l.k) AS b, "
+                    "CASE WHEN k IN (SELECT name FROM p) THEN 'p' ELSE 'q' END AS c FROM l",
+        "multi": "SELECT * FROM l WHERE (k, x) IN (SELECT k, y FROM r)",
+    },
+    "quantified": {
+        "all_any": "SELECT id, x > ALL (SELECT y FROM r) AS a, "
+                   "x <= ANY (SELECT y FROM r WHERE r.k = l.k) AS b FROM l",
+        "eq_all": "SELECT id, x = ALL (SELECT y FROM r WHERE r.k = l.k) AS c, "
+                  "x <> ANY (SELECT v FROM p) AS d FROM l",
+        "all_where": "SELECT * FROM l WHERE x >= ALL (SELECT y FROM r WHERE r.k = l.k)",
+    },
+    "scalar": {
+        "count_bug": "SELECT id, (SELECT COUNT(*) FROM r WHERE r.k = l.k) AS n, "
+                     "(SELECT SUM(y) FROM r WHERE r.k = l.k) AS s, "
+                     "(SELECT COUNT(y) * 2 + l.x FROM r WHERE r.k = l.k) AS t FROM l",
+        "global": "SELECT id, x - (SELECT MAX(y) FROM r) AS d FROM l "
+                  "WHERE x > (SELECT AVG(y) FROM r)",
+        "lookup": "SELECT id, (SELECT v FROM p WHERE p.name = l.k) AS v, "
+                  "(SELECT v FROM p WHERE p.name = 2) AS w FROM l",
+        "having": "SELECT k, SUM(x) AS s FROM l GROUP BY k "
+                  "HAVING SUM(x) >= (SELECT AVG(y) FROM r) AND k IN (SELECT k FROM r)",
+        "grouped": "SELECT k, COUNT(*) AS n, (SELECT COUNT(*) FROM r WHERE r.k = l.k) AS rn "
+                   "FROM l GROUP BY k",
+        "on": "SELECT l.id, r.y FROM l JOIN r ON l.k = r.k "
+              "AND r.y >= (SELECT MIN(v) FROM p)",
+    },
+    "nesting": {
+        "nested": "SELECT * FROM l AS t WHERE EXISTS (SELECT 1 FROM r WHERE r.k = t.k "
+                  "AND r.y IN (SELECT x FROM l AS l2 WHERE l2.k = r.k))",
+        "cte": "WITH c AS (SELECT * FROM r WHERE y > 0) "
+               "SELECT * FROM l WHERE EXISTS (SELECT 1 FROM c WHERE c.k = l.k)",
+        "in_cte": "WITH m AS (SELECT * FROM l WHERE x NOT IN (SELECT y FROM r)) "
+                  "SELECT k, COUNT(*) AS n FROM m GROUP BY k",
+        "over_view": "SELECT * FROM p WHERE name IN (SELECT k FROM ex_view)",
+    },
+}
+PRELUDE = {"over_view": {"ex_view": CASES["exists"]["ex"]}}
+
+
+def _views(case: str) -> dict[str, str]:
+    views: dict[str, str] = {}
+    for name, sql in CASES[case].items():
+        views.update(PRELUDE.get(name, {}))
+        views[name] = sql
+    return views
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@RANDOM_CDC
+@given(data=st.data())
+def test_subqueries_under_random_cdc(case: str, data: st.DataObject) -> None:
+    run_workload(TABLES, _views(case), data, epochs=8, domains=DOMAINS)
+
+
+def _script(harness: Harness, script: list[dict[str, list[Any]]]) -> None:
+    for ops in script:
+        harness.apply(Epoch.of(ops))
+
+
+def test_not_in_null_semantics() -> None:
+    harness = Harness(TABLES, DOMAINS)
+    try:
+        harness.create_views({
+            "not_in": "SELECT * FROM l WHERE x NOT IN (SELECT y FROM r)",
+            "values": "SELECT id, x NOT IN (SELECT y FROM r) AS n, "
+                      "x > ALL (SELECT y FROM r) AS a FROM l",
+        })
+        _script(harness, [
+            {"l": [("insert", (1, 1, None)), ("insert", (2, 1, 2)), ("insert", (2, 1, 2))]},
+            # empty subquery: NOT IN is TRUE even for a NULL x
+            {"r": [("insert", (1, 1))]},
+            {"r": [("insert", (1, None))]},    # a NULL in the subquery: NOT IN is never TRUE
+            {"r": [("insert", (2, 2))]},       # x = 2 matches: IN TRUE despite the NULL
+            {"r": [("delete", (1, None)), ("delete", (2, 2))]},
+            {"r": [("delete", (1, 1))]},       # empty again
+        ])
+    finally:
+        harness.close()
+
+
+def test_exists_with_duplicates_and_count_bug() -> None:
+    harness = Harness(TABLES, DOMAINS)
+    try:
+        harness.create_views({
+            "ex": "SELECT * FROM l WHERE EXISTS (SELECT 1 FROM r WHERE r.k = l.k)",
+            "theta": "SELECT * FROM l WHERE NOT EXISTS "
+                     "(SELECT 1 FROM r WHERE abs(r.y - l.x) <= 1)",
+            "cnt": "SELECT id, (SELECT COUNT(*) FROM r WHERE r.k = l.k) AS n, "
+                   "(SELECT SUM(y) FROM r WHERE r.k = l.k) AS s FROM l",
+        })
+        _script(harness, [
+            {"l": [("insert", (1, 1, 0)), ("insert", (1, 1, 0)), ("insert", (2, None, 3))]},
+            {"r": [("insert", (1, 1)), ("insert", (1, 1)), ("insert", (1, 2))]},
+            {"r": [("delete", (1, 1))], "l": [("insert", (3, 1, 3))]},
+            {"r": [("delete", (1, 1)), ("delete", (1, 2))]},
+        ])
+    finally:
+        harness.close()
+
+
+def test_scalar_subquery_with_two_rows_fails_the_epoch() -> None:
+    harness = Harness(TABLES, DOMAINS)
+    try:
+        harness.create_views({
+            "s": "SELECT id, (SELECT y FROM r WHERE r.k = l.k) AS y FROM l",
+            "g": "SELECT id, (SELECT y FROM r WHERE r.k = 1) AS y FROM l",
+        })
+        _script(harness, [{"l": [("insert", (1, 1, 0))], "r": [("insert", (1, 5))]}])
+        before = {name: harness.db.read(name) for name in ("s", "g")}
+        epoch = harness.db.epoch
+        second = pa.table({"k": pa.array([1], "int32"), "y": pa.array([6], "int32"),
+                           "__w": pa.array([1], "int64")})
+        with pytest.raises(ivm.ExecutionError, match="More than one row"):
+            harness.db.ingest({"r": second})
+        assert harness.db.epoch == epoch
+        assert {name: harness.db.read(name) for name in ("s", "g")} == before
+        _script(harness, [{"r": [("insert", (2, 7))]}])   # a valid epoch still works
+    finally:
+        harness.close()
+
+
+def test_two_rows_fail_only_where_duckdb_fails() -> None:
+    """Uncorrelated: DuckDB fails whenever the subquery has two rows, even with no outer
+    rows; correlated: only for an outer row whose key has two."""
+    harness = Harness(TABLES, DOMAINS)
+    try:
+        harness.create_views({
+            "corr": "SELECT id, (SELECT y FROM r WHERE r.k = l.k) AS y FROM l",
+            "glob": "SELECT id, (SELECT y FROM r WHERE r.k = 3) AS y FROM l",
+        })
+        _script(harness, [{"r": [("insert", (1, 5)), ("insert", (1, 6))]}])  # no outer rows
+        epoch = harness.db.epoch
+        third = pa.table({"k": pa.array([3, 3], "int32"), "y": pa.array([1, 2], "int32"),
+                          "__w": pa.array([1, 1], "int64")})
+        with pytest.raises(ivm.ExecutionError, match="More than one row"):
+            harness.db.ingest({"r": third})
+        assert harness.db.epoch == epoch
+    finally:
+        harness.close()
+
+
+@pytest.mark.parametrize(("sql", "construct"), [
+    ("SELECT k, COUNT(*) AS n FROM l GROUP BY (SELECT MAX(y) FROM r), k", "GROUP BY"),
+    ("SELECT SUM((SELECT MAX(y) FROM r)) AS s FROM l", "aggregate call"),
+    ("SELECT id, x IN (SELECT y FROM r WHERE r.y > l.x) AS m FROM l", "non-equality"),
+    ("SELECT id, (k, x) IN (SELECT k, y FROM r) AS m FROM l", "multi-column IN"),
+])
+def test_unsupported_placements_are_refused(sql: str, construct: str) -> None:
+    db = ivm.connect()
+    db.execute(f"{L}; {R}")
+    with pytest.raises(ivm.UnsupportedSQL, match=construct):
+        db.execute(f"CREATE VIEW v AS {sql}")
+
+
+SPARK_VIEWS = {
+    "count": "SELECT id, (SELECT COUNT(*) FROM r WHERE r.k = l.k) AS n, "
+             "x > (SELECT MAX(y) FROM r) AS g FROM l",
+}
+
+
+@RANDOM_CDC
+@given(data=st.data())
+def test_subqueries_on_spark(data: st.DataObject, spark: Any,
+                             tmp_path_factory: pytest.TempPathFactory) -> None:
+    assume(data.draw(st.integers(0, 3), label="a random workload") > 0)
+    directory = tmp_path_factory.mktemp("spark-subqueries")
+    run_workload(TABLES, SPARK_VIEWS, data, epochs=3, domains=DOMAINS,
+                 connect=lambda: ivm.connect(directory, spark=spark,
+                                             partitions=SPARK_PARTITIONS))
