@@ -188,6 +188,25 @@ def test_two_rows_fail_only_where_duckdb_fails() -> None:
         harness.close()
 
 
+def test_a_row_that_leaves_as_its_key_gains_a_second_row_does_not_fail() -> None:
+    """The outer row is deleted in the epoch its key gets a second subquery row: nothing
+    live has two rows, so DuckDB's query succeeds, and so must the epoch (the delta
+    query's terms hold the deleted row beside the new subquery row transiently)."""
+    harness = Harness(TABLES, DOMAINS)
+    try:
+        harness.create_views({
+            "s": "SELECT id, (SELECT y FROM r WHERE r.k = l.k) AS y FROM l",
+            "w": "SELECT id FROM l WHERE x < (SELECT y FROM r WHERE r.k = l.k)",
+        })
+        _script(harness, [
+            {"l": [("insert", (1, 1, 0)), ("insert", (2, 2, 0))], "r": [("insert", (1, 5))]},
+            {"l": [("delete", (1, 1, 0))], "r": [("insert", (1, 6))]},
+            {"l": [("insert", (1, 2, 0))], "r": [("insert", (2, 1)), ("delete", (1, 6))]},
+        ])
+    finally:
+        harness.close()
+
+
 @pytest.mark.parametrize(("sql", "construct"), [
     ("SELECT k, COUNT(*) AS n FROM l GROUP BY (SELECT MAX(y) FROM r), k", "GROUP BY"),
     ("SELECT SUM((SELECT MAX(y) FROM r)) AS s FROM l", "aggregate call"),

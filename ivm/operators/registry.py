@@ -14,6 +14,7 @@ from ivm.operators.difference import Difference, DifferenceOperator
 from ivm.operators.distinct import Distinct, IncrementalDistinct
 from ivm.operators.filter import Filter, FilterOperator
 from ivm.operators.group_recompute import GroupRecompute
+from ivm.operators.guard import Guard, IncrementalGuard
 from ivm.operators.invertible_aggregate import InvertibleAggregate
 from ivm.operators.join import DeltaJoin, Join
 from ivm.operators.project import Project, ProjectOperator
@@ -55,6 +56,7 @@ REGISTRY: Mapping[type[Plan], Factory] = {
     Aggregate: _aggregate,
     Distinct: _plain(IncrementalDistinct),
     SetOperation: _plain(IncrementalSetOperation),
+    Guard: _plain(IncrementalGuard),
 }
 
 

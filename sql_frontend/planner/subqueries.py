@@ -25,6 +25,7 @@ from sqlglot import exp
 from ivm.errors import UnsupportedSQL
 from ivm.operators.distinct import Distinct
 from ivm.operators.filter import Filter
+from ivm.operators.guard import Guard
 from ivm.operators.join import conjuncts
 from ivm.operators.project import Project
 from ivm.plan.node import Plan
@@ -315,16 +316,15 @@ def _scalar(
     first = (f"{inner.alias}.__first", exp.Min(this=ref(inner.values[0])))
     counts = _counts(ctx, inner, [first])
     too_many = exp.GT(this=ref(f"{inner.alias}.__n"), expression=exp.Literal.number(1))
-    error = exp.Anonymous(this="error", expressions=[exp.Literal.string(TOO_MANY_ROWS)])
-    checked = _case([(too_many, error)], ref(first[0]))
     if not inner.pairs:
         # Uncorrelated: DuckDB fails whenever the subquery has two rows, whatever the
         # outer rows are, so the check runs on the one-row count itself.
-        exprs = tuple((n, ref(n)) for n in counts.schema.names) + ((first[0] + "!", checked),)
-        counts = ctx.typed(Project(schema=counts.schema, input=counts, exprs=exprs))
-        return sj.cross_join_one_row(ctx, plan, counts), ref(first[0] + "!")
-    # Correlated: only outer rows whose key has two rows fail.
-    return _join(ctx, plan, inner, counts), checked
+        counts = ctx.typed(Guard(counts.schema, counts, too_many, TOO_MANY_ROWS))
+        return sj.cross_join_one_row(ctx, plan, counts), ref(first[0])
+    # Correlated: only live outer rows whose key has two rows fail (checked on the joined
+    # change consolidated, not on its terms: see ivm.operators.guard).
+    joined = _join(ctx, plan, inner, counts)
+    return ctx.typed(Guard(joined.schema, joined, too_many, TOO_MANY_ROWS)), ref(first[0])
 
 
 def _case(whens: list[tuple[exp.Expression, exp.Expression]], default: exp.Expression) -> exp.Case:

@@ -16,6 +16,7 @@ from ivm.operators.difference import Difference
 from ivm.operators.distinct import Distinct, IncrementalDistinct
 from ivm.operators.filter import Filter, FilterOperator
 from ivm.operators.group_recompute import GroupRecompute
+from ivm.operators.guard import Guard
 from ivm.operators.invertible_aggregate import InvertibleAggregate
 from ivm.operators.join import DeltaJoin, Join
 from ivm.operators.project import Project, ProjectOperator
@@ -100,7 +101,8 @@ def test_node_types_map_to_their_registered_operators():
         if type(op.node) in expected:
             assert isinstance(op, expected[type(op.node)])
     assert set(REGISTRY) == {
-        Scan, Filter, Project, UnionAll, Join, Aggregate, Distinct, SetOperation, Difference
+        Scan, Filter, Project, UnionAll, Join, Aggregate, Distinct, SetOperation, Difference,
+        Guard,
     }
     assert circuit.output.node is root
 
