@@ -24,6 +24,7 @@ from ivm.operators.running_aggregate import RunningAggregate
 from ivm.operators.scan import Scan, Source
 from ivm.operators.set_operation import SetOperation
 from ivm.operators.union_all import UnionAll, UnionAllOperator
+from ivm.operators.values import Values
 from ivm.plan.node import Plan
 from ivm.schema import Column, Schema
 
@@ -100,7 +101,8 @@ def test_node_types_map_to_their_registered_operators():
         if type(op.node) in expected:
             assert isinstance(op, expected[type(op.node)])
     assert set(REGISTRY) == {
-        Scan, Filter, Project, UnionAll, Join, Aggregate, Distinct, SetOperation, Difference
+        Scan, Filter, Project, UnionAll, Join, Aggregate, Distinct, SetOperation, Difference,
+        Values,
     }
     assert circuit.output.node is root
 
