@@ -11,6 +11,11 @@ Spark job when its change is collected; a change read twice is checkpointed.
 
 Linear operators between stages (filter, project, UNION ALL) run in
 ``mapInArrow`` too, as DuckDB SQL over each Arrow batch: no state, no shuffle.
+A leaf that reads no relation (a VALUES list) is constant: it has a change only
+at a backfill, made by one task from the plan (``stage_task.constant_change``)
+and hashed to the reading stage's partitions like any change, so each of its
+rows lands in exactly one partition (not one copy per partition), where the
+stage keeps it as that input's integral if it reads one.
 
 Keys are hashed by Spark's ``hash`` (Murmur3) after numbers are turned into
 DOUBLE (plus 0.0, so -0.0 and 0.0 agree), so equal values of the two sides of a
