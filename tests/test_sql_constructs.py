@@ -396,11 +396,14 @@ VALID_SQL = {
     "filtered": "SELECT customer, SUM(amount) FILTER (WHERE qty > 1) AS s FROM orders "
                 "GROUP BY customer",
     "natural_join": "SELECT * FROM orders NATURAL JOIN (SELECT id, customer AS c2 FROM orders) x",
+    "values": "SELECT o.id, t.v FROM orders o JOIN (VALUES ('a', 1), ('b', NULL), ('b', NULL)) "
+              "AS t(k, v) ON o.customer = t.k",
 }
 """Valid SQL ivm must maintain: each case runs a random workload and must not be refused."""
 
 REFUSED_SQL = {
-    "values": ("SELECT * FROM (VALUES (1, 'a'), (2, 'b')) AS t(k, v)", "VALUES"),
+    "lateral_values": ("SELECT o.id, t.x FROM orders o, (VALUES (o.id)) AS t(x)",
+                       "column reference in VALUES"),
 }
 """Valid SQL ivm refuses (for now), with the construct its UnsupportedSQL must name."""
 

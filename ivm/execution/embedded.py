@@ -12,7 +12,8 @@ as "old".
 
 In *backfill* mode (a view created over existing data) each source's change is
 its whole current contents (its trace, unless ``changes`` gives it) and its old
-integral is empty; the view's traces start empty (``create_traces``), so the
+integral is empty, and a constant (a VALUES list) emits its rows (``Run.backfill``,
+which ``backfill`` answers); the view's traces start empty (``create_traces``), so the
 same code computes the initial contents and fills the state.
 """
 

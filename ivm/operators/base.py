@@ -62,6 +62,13 @@ class Run(Protocol):
     the weight ``__w`` (a Z-set, not necessarily consolidated).
     """
 
+    @property
+    def backfill(self) -> bool:
+        """True while the state being computed starts: a view's first epoch (created or
+        rebuilt), where every input's change is its whole contents and every integral is
+        empty. A constant relation's change is its contents then, and nothing after."""
+        ...
+
     def change(self, op: Operator) -> str | None:
         """SQL of ``op``'s change this epoch; None when it has none."""
         ...

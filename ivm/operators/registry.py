@@ -22,6 +22,7 @@ from ivm.operators.running_aggregate import RunningAggregate
 from ivm.operators.scan import Scan, Source
 from ivm.operators.set_operation import IncrementalSetOperation, SetOperation
 from ivm.operators.union_all import UnionAll, UnionAllOperator
+from ivm.operators.values import Constant, Values
 from ivm.plan.node import Plan
 
 Factory = Callable[[Plan, tuple[Operator, ...], Describe], Operator]
@@ -57,6 +58,7 @@ REGISTRY: Mapping[type[Plan], Factory] = {
     Distinct: _plain(IncrementalDistinct),
     SetOperation: _plain(IncrementalSetOperation),
     Guard: _plain(IncrementalGuard),
+    Values: _plain(Constant),
 }
 
 

@@ -22,6 +22,7 @@ part of a query:
   Aggregate, each call checked against the aggregate-function registry;
   ``grouping_sets``: GROUPING SETS / ROLLUP / CUBE as the list of sets, each
   one Aggregate, NULL-padded, under a UNION ALL;
+* ``values``: VALUES lists as constant relations, named as DuckDB names them;
 * ``naming``: view column names as DuckDB gives them, column references.
 
 DuckDB types every node: the planner renders the node's plain SQL and asks
@@ -44,6 +45,7 @@ from ivm.sql_frontend.planner.naming import materialized_type, unique_names
 from ivm.sql_frontend.planner.queries import conform, plan_node
 from ivm.sql_frontend.planner.resolve import resolve
 from ivm.sql_frontend.planner.unsupported import reject_unsupported
+from ivm.sql_frontend.planner.values import name_values_columns
 from ivm.sql_frontend.positions import TEXT_START, Locator, Origin
 
 
@@ -78,6 +80,7 @@ def plan_expression(
     locator = Locator(sql, origin)
     with quiet():
         reject_unsupported(tree, locator)
+        tree = name_values_columns(tree)
         qualified = resolve(tree, relations, locator)
         ctx = Context(relations, describe, locator, tree, plan_node)
         plan = ctx.query(qualified, {})

@@ -85,7 +85,7 @@ def decorrelate(
     alias = ctx.fresh_alias()
     while isinstance(node, exp.Subquery):
         node = node.this
-    own = {n.alias_or_name for n in node.find_all(exp.Table, exp.Subquery, exp.CTE)}
+    own = {n.alias_or_name for n in node.find_all(exp.Table, exp.Subquery, exp.CTE, exp.Values)}
 
     def is_outer(column: exp.Expression) -> bool:
         return isinstance(column, exp.Column) and bool(column.table) and column.table not in own

@@ -14,6 +14,7 @@ from ivm.schema import Schema
 from ivm.sql_frontend.planner.context import Context, Scope
 from ivm.sql_frontend.planner.naming import ref, rename_columns
 from ivm.sql_frontend.planner.outer_joins import SIDES, outer_join, semi_or_anti
+from ivm.sql_frontend.planner.values import plan_values
 
 
 def plan_from(ctx: Context, node: exp.Select, scope: Scope) -> Plan:
@@ -75,6 +76,8 @@ def plan_source(ctx: Context, node: exp.Expression, scope: Scope) -> Plan:
         return plan_joins(ctx, node.this, node.this.args.get("joins") or [], scope)
     elif isinstance(node, exp.Subquery):
         inner = ctx.query(node.this, scope)
+    elif isinstance(node, exp.Values):
+        inner = plan_values(ctx, node)
     else:
         construct = type(node).__name__ + " in FROM"
         raise UnsupportedSQL(f"{ctx.locator.describe(construct, node)} is not supported")

@@ -17,6 +17,7 @@ from ivm.sql_frontend.planner.context import Context, Scope
 from ivm.sql_frontend.planner.ctes import with_ctes
 from ivm.sql_frontend.planner.naming import ref
 from ivm.sql_frontend.planner.select import plan_select
+from ivm.sql_frontend.planner.values import plan_values
 
 
 def plan_node(ctx: Context, node: exp.Expression, scope: Scope) -> Plan:
@@ -27,6 +28,8 @@ def plan_node(ctx: Context, node: exp.Expression, scope: Scope) -> Plan:
         return plan_set_operation(ctx, node, scope)
     if isinstance(node, exp.Select):
         return plan_select(ctx, node, scope)
+    if isinstance(node, exp.Values):
+        return plan_values(ctx, node)
     construct = type(node).__name__
     raise UnsupportedSQL(f"{ctx.locator.describe(construct, node)} is not supported as a query")
 

@@ -12,6 +12,7 @@ from sqlglot import exp
 from ivm.errors import UnsupportedSQL
 from ivm.sql_frontend.planner.aggregate_calls import check_not_nested, is_call, take_apart
 from ivm.sql_frontend.planner.subqueries import is_construct
+from ivm.sql_frontend.planner.values import check_values
 from ivm.sql_frontend.positions import Locator
 
 UNSUPPORTED_NODES: dict[type[exp.Expression], str] = {
@@ -23,7 +24,6 @@ UNSUPPORTED_NODES: dict[type[exp.Expression], str] = {
     exp.Lateral: "LATERAL",
     exp.Unnest: "UNNEST",
     exp.Pivot: "PIVOT",
-    exp.Values: "VALUES",
 }
 """Constructs refused wherever they appear."""
 
@@ -53,6 +53,8 @@ def reject_unsupported(tree: exp.Expression, locator: Locator) -> None:
             _check_using_chain(node, locator)
         if isinstance(node, exp.Table):
             _check_table(node, locator)
+        if isinstance(node, exp.Values):
+            check_values(node, locator)
         distinct = node.args.get("distinct") if isinstance(node, exp.Select) else None
         if isinstance(distinct, exp.Distinct) and distinct.args.get("on") is not None:
             raise UnsupportedSQL(f"{locator.describe('DISTINCT ON', distinct)} is not supported")

@@ -17,7 +17,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from ivm.errors import SqlError
-from ivm.execution.spark.executor import spark_struct
+from ivm.execution.spark.spark_types import spark_struct
 from ivm.plan.sql import consolidate_sql, empty_relation, expand_sql
 from ivm.schema import Schema, quote
 from ivm.storage.partitions import partition_files

@@ -50,9 +50,9 @@ from ivm.execution.spark.executor import (
     FailurePoint,
     SparkEpoch,
     reads,
-    spark_struct,
     translate_error,
 )
+from ivm.execution.spark.spark_types import spark_struct
 from ivm.execution.spark.stage_task import Ticket, stage_traces
 from ivm.execution.spark.stages import Stage, table_stage, view_stages
 from ivm.execution.spark.wire import arrow_schema, conform, from_wire_sql, to_wire_sql

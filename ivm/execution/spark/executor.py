@@ -11,6 +11,11 @@ Spark job when its change is collected; a change read twice is checkpointed.
 
 Linear operators between stages (filter, project, UNION ALL) run in
 ``mapInArrow`` too, as DuckDB SQL over each Arrow batch: no state, no shuffle.
+A leaf that reads no relation (a VALUES list) is constant: it has a change only
+at a backfill, made by one task from the plan (``stage_task.constant_change``)
+and hashed to the reading stage's partitions like any change, so each of its
+rows lands in exactly one partition (not one copy per partition), where the
+stage keeps it as that input's integral if it reads one.
 
 Keys are hashed by Spark's ``hash`` (Murmur3) after numbers are turned into
 DOUBLE (plus 0.0, so -0.0 and 0.0 agree), so equal values of the two sides of a
@@ -35,13 +40,12 @@ from pyspark import TaskContext
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from ivm import errors
-from ivm.execution.spark.stage_task import Ticket, apply_partition, configure
+from ivm.execution.spark.spark_types import spark_struct
+from ivm.execution.spark.stage_task import Ticket, apply_partition, configure, constant_change
 from ivm.execution.spark.stages import Stage, linear_sql
 from ivm.execution.spark.wire import (
-    WireType,
     arrow_schema,
     conform,
     from_wire_sql,
@@ -50,49 +54,6 @@ from ivm.execution.spark.wire import (
 )
 from ivm.operators.base import Operator
 from ivm.schema import WEIGHT, Schema
-
-_SPARK_TYPES: dict[str, T.DataType] = {
-    "boolean": T.BooleanType(),
-    "tinyint": T.ByteType(),
-    "smallint": T.ShortType(),
-    "int": T.IntegerType(),
-    "bigint": T.LongType(),
-    "float": T.FloatType(),
-    "double": T.DoubleType(),
-    "string": T.StringType(),
-    "binary": T.BinaryType(),
-    "date": T.DateType(),
-    "timestamp_ntz": T.TimestampNTZType(),
-    "timestamp": T.TimestampType(),
-}
-_DECIMAL = re.compile(r"decimal\((\d+),(\d+)\)")
-
-
-def spark_type(wire: WireType) -> T.DataType:
-    """The Spark type of a wire type."""
-    return _spark_type(wire.spark)
-
-
-def _spark_type(name: str) -> T.DataType:
-    if name.startswith("array<") and name.endswith(">"):
-        return T.ArrayType(_spark_type(name[len("array<") : -1]), True)
-    match = _DECIMAL.fullmatch(name)
-    if match:
-        return T.DecimalType(int(match[1]), int(match[2]))
-    return _SPARK_TYPES[name]
-
-
-def spark_struct(
-    schema: Schema, names: list[str] | None = None, weighted: bool = True
-) -> T.StructType:
-    """Spark schema of ``schema`` on the wire: positional names (or ``names``), then ``__w``."""
-    wires = wire_types(schema, "a relation")
-    names = names if names is not None else [f"c{j}" for j in range(len(wires))]
-    fields = [T.StructField(n, spark_type(w), True) for n, w in zip(names, wires, strict=True)]
-    if weighted:
-        fields.append(T.StructField(WEIGHT, T.LongType(), True))
-    return T.StructType(fields)
-
 
 BUCKET = "__p"
 """Column of a stage's input holding the partition (bucket) each row belongs to."""
@@ -174,6 +135,13 @@ def _linear_task(
     yield from conform(table, arrow_schema(result)).to_batches()
 
 
+def _constant_task(
+    op: Operator, ticket: Ticket, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    for _ in batches:  # one row: this task is the only one
+        yield from constant_change(op, ticket).to_batches()
+
+
 class SparkEpoch:
     """One epoch (or one view's backfill) on Spark: runs stages, keeps each relation's change."""
 
@@ -251,6 +219,8 @@ class SparkEpoch:
         source = op.node.source_name
         if not op.inputs and source is not None:
             result = self.changes.get(source)
+        elif not op.inputs:  # reads no relation: a constant, which changes at a backfill only
+            result = self._constant(op) if self.ticket.backfill else None
         elif op.linear and len(op.inputs) == 1:
             result = self._linear_chain(op, outputs, glued)
         elif op.linear:  # the signed sum of its inputs
@@ -265,6 +235,13 @@ class SparkEpoch:
             raise TypeError(f"{op.kind} is neither a stage nor linear")
         glued[op.fingerprint] = result
         return result
+
+    def _constant(self, op: Operator) -> DataFrame:
+        """The rows of a constant leaf as a change, made by one task from the plan; the stage
+        reading them hashes them to its partitions like any change (so each row lands in
+        exactly one partition, the one its key belongs to) and keeps them if it must."""
+        task = functools.partial(_constant_task, op, self.ticket)
+        return self.spark.range(0, 1, numPartitions=1).mapInArrow(task, spark_struct(op.schema))
 
     def _linear_chain(
         self,

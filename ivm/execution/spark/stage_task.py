@@ -28,6 +28,7 @@ from ivm.execution.constraints import check_change, upsert_sql
 from ivm.execution.embedded import EpochRunner
 from ivm.execution.spark.stages import CONTENTS, Stage, input_name
 from ivm.execution.spark.wire import arrow_schema, conform, from_wire_sql, to_wire_sql
+from ivm.operators.base import Operator
 from ivm.plan.sql import consolidate_sql, empty_relation
 from ivm.schema import Schema, TableSchema, quote
 from ivm.storage.naming import FINGERPRINT_CHARS
@@ -92,6 +93,22 @@ def check_fence(ticket: Ticket) -> None:
         raise ExecutionError(
             f"a task of ingest attempt {ticket.token} ran after that attempt ended; refused"
         )
+
+
+def constant_change(op: Operator, ticket: Ticket) -> pa.Table:
+    """The change this epoch of ``op``, a leaf that reads no relation (a VALUES list), on the
+    wire: the operator computes it from ``Run.backfill`` alone (its rows at a backfill)."""
+    con = duckdb.connect()
+    try:
+        configure(con, ticket)
+        change = EpochRunner(con, NAMES, {}, backfill=ticket.backfill).change(op)
+        sql = to_wire_sql(change or empty_relation(op.schema), op.schema)
+        table = con.sql(sql).to_arrow_table()
+    except duckdb.Error as error:
+        raise ExecutionError(f"{op.label()}: cannot compute its rows: {error}") from error
+    finally:
+        con.close()
+    return conform(table, arrow_schema(op.schema))
 
 
 def wide_columns(stage: Stage, index: int) -> list[str]:

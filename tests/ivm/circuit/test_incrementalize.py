@@ -25,6 +25,7 @@ from ivm.operators.running_aggregate import RunningAggregate
 from ivm.operators.scan import Scan, Source
 from ivm.operators.set_operation import SetOperation
 from ivm.operators.union_all import UnionAll, UnionAllOperator
+from ivm.operators.values import Values
 from ivm.plan.node import Plan
 from ivm.schema import Column, Schema
 
@@ -103,6 +104,7 @@ def test_node_types_map_to_their_registered_operators():
     assert set(REGISTRY) == {
         Scan, Filter, Project, UnionAll, Join, Aggregate, Distinct, SetOperation, Difference,
         Guard,
+        Values,
     }
     assert circuit.output.node is root
 
