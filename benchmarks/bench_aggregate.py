@@ -177,6 +177,30 @@ def apply_to_plain(con: duckdb.DuckDBPyConnection, batch: pa.Table) -> None:
     con.unregister("batch")
 
 
+def time_epochs(
+    db: ivm.Session,
+    plain: duckdb.DuckDBPyConnection,
+    work: Workload,
+    views: dict[str, str],
+    size: int,
+    repeats: int,
+) -> tuple[float, float, float]:
+    """Median seconds of ivm's epoch, of DuckDB recomputing ``views``, and of DuckDB
+    applying the batch plus recomputing, over ``repeats`` batches of ``size`` changes."""
+    incremental, recompute, applied = [], [], []
+    for _ in range(repeats):
+        batch = work.batch(size)
+        start = time.perf_counter()
+        db.ingest("orders", batch)
+        incremental.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        apply_to_plain(plain, batch)
+        applied.append(time.perf_counter() - start)
+        recompute.append(recompute_seconds(plain, views))
+    both = statistics.median(a + r for a, r in zip(applied, recompute, strict=True))
+    return statistics.median(incremental), statistics.median(recompute), both
+
+
 def difference(ours: pa.Table, theirs: pa.Table) -> str | None:
     """None when both hold the same rows (DOUBLE within FLOAT_TOLERANCE, the rest exactly)."""
     if ours.schema != theirs.schema:
@@ -241,18 +265,7 @@ def run(console: Console, name: str, args: argparse.Namespace) -> None:
     for column in columns:
         table.add_column(column, justify="right")
     for size in (int(s) for s in args.sizes.split(",")):
-        incremental, recompute, applied = [], [], []
-        for _ in range(args.repeats):
-            batch = work.batch(size)
-            start = time.perf_counter()
-            db.ingest("orders", batch)
-            incremental.append(time.perf_counter() - start)
-            start = time.perf_counter()
-            apply_to_plain(plain, batch)
-            applied.append(time.perf_counter() - start)
-            recompute.append(recompute_seconds(plain, spec.views))
-        inc, rec = statistics.median(incremental), statistics.median(recompute)
-        both = statistics.median(a + r for a, r in zip(applied, recompute, strict=True))
+        inc, rec, both = time_epochs(db, plain, work, spec.views, size, args.repeats)
         table.add_row(
             f"{size:,}",
             f"{inc * 1000:.1f}",

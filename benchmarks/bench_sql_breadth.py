@@ -19,11 +19,10 @@ end both views must equal recomputation.
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
 import duckdb
-from bench_aggregate import DDL, WORKLOADS, Workload, apply_to_plain, difference, recompute_seconds
+from bench_aggregate import DDL, WORKLOADS, Workload, difference, time_epochs
 from rich.console import Console
 from rich.table import Table
 
@@ -74,18 +73,7 @@ def main() -> None:
                    "apply + recompute (ms)", "speed-up"):
         table.add_column(column, justify="right")
     for size in (int(s) for s in args.sizes.split(",")):
-        incremental, recompute, applied = [], [], []
-        for _ in range(args.repeats):
-            batch = work.batch(size)
-            start = time.perf_counter()
-            db.ingest("orders", batch)
-            incremental.append(time.perf_counter() - start)
-            start = time.perf_counter()
-            apply_to_plain(plain, batch)
-            applied.append(time.perf_counter() - start)
-            recompute.append(recompute_seconds(plain, views))
-        inc, rec = statistics.median(incremental), statistics.median(recompute)
-        both = statistics.median(a + r for a, r in zip(applied, recompute, strict=True))
+        inc, rec, both = time_epochs(db, plain, work, views, size, args.repeats)
         table.add_row(f"{size:,}", f"{inc * 1000:.1f}", f"{rec * 1000:.1f}", f"{rec / inc:.1f}x",
                       f"{both * 1000:.1f}", f"{both / inc:.1f}x")
     console.print(table)

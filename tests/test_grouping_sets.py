@@ -12,9 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, assume, given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from oracle.harness import Epoch, Harness, run_workload
+from oracle.settings import RANDOM_CDC
 from oracle.spark import SPARK_PARTITIONS
 
 import ivm
@@ -22,15 +23,6 @@ import ivm
 EVENTS = "CREATE TABLE events (k INTEGER, tag VARCHAR, v DOUBLE)"
 DOMAINS = {"events.k": (0, 1, 2), "events.tag": ("a", "b"), "events.v": (0.5, -1.0, 2.25)}
 
-RANDOM_CDC = settings(
-    max_examples=1,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    print_blob=True,
-    phases=(Phase.generate,),
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 MODES = ("one", "one", "one", "empty", "clear", "clear")
 
 CASES: dict[str, dict[str, str]] = {

@@ -12,9 +12,10 @@ import itertools
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, assume, given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from oracle.harness import Epoch, Harness, run_workload
+from oracle.settings import RANDOM_CDC
 from oracle.spark import SPARK_PARTITIONS
 
 import ivm
@@ -26,15 +27,6 @@ TABLES = [L, R, M]
 DOMAINS = {"l.k": (1, 2, 3), "r.k": (1, 2, 3), "m.k": (1, 2, 3),
            "l.x": (0, 1, 2), "r.y": (0, 1, 2, 5), "m.z": (0, 1, 2)}
 
-RANDOM_CDC = settings(
-    max_examples=1,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    print_blob=True,
-    phases=(Phase.generate,),
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 EPOCHS = {"two_way_a": 10, "two_way_b": 10, "three_way": 7}
 """Epochs per group (the three-way group has 21 views, each several operators)."""
 

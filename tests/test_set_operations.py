@@ -13,9 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, assume, given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from oracle.harness import Epoch, Harness, run_workload
+from oracle.settings import RANDOM_CDC
 from oracle.spark import SPARK_PARTITIONS
 
 import ivm
@@ -27,15 +28,6 @@ TABLES = [LEFT, RIGHT, THIRD]
 DOMAINS = {"l.k": (0, 1, 2), "r.k": (0, 1, 2), "m.k": (0, 1, 2), "l.s": ("a", "b"),
            "r.s": ("a", "b"), "m.x": (0.0, 1.0, 2.5)}
 
-RANDOM_CDC = settings(
-    max_examples=1,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    print_blob=True,
-    phases=(Phase.generate,),
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 
 CASES: dict[str, dict[str, str]] = {
     "bag": {

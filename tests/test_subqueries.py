@@ -7,9 +7,10 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, Phase, assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 from oracle.harness import Epoch, Harness, run_workload
+from oracle.settings import RANDOM_CDC
 from oracle.spark import SPARK_PARTITIONS
 
 import ivm
@@ -24,10 +25,6 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
     "p.name": (1, 2, 3), "p.v": (0, 1, 2),
 }
 
-RANDOM_CDC = settings(
-    max_examples=1, deadline=None, derandomize=True, database=None, phases=(Phase.generate,),
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 
 CASES: dict[str, dict[str, str]] = {
     "exists": {

@@ -12,21 +12,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, assume, given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from oracle.harness import MODES, Epoch, Harness, run_workload
+from oracle.settings import RANDOM_CDC
 from oracle.spark import SPARK_PARTITIONS
 
 import ivm
-
-RANDOM_CDC = settings(
-    deadline=None,
-    derandomize=True,
-    database=None,
-    print_blob=True,
-    phases=(Phase.generate,),
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 
 ORDERS = "CREATE TABLE orders (id BIGINT PRIMARY KEY, customer VARCHAR, qty INTEGER)"
 EVENTS = "CREATE TABLE events (k INTEGER, v DOUBLE, tag VARCHAR)"
