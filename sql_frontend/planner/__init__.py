@@ -13,11 +13,12 @@ part of a query:
   joins become one ``Join`` (a delta query later), an outer, semi or anti join
   takes everything before it as its left input;
 * ``outer_joins``: LEFT / RIGHT / FULL JOIN as inner join ⊎ NULL-padded anti joins;
-* ``semi_joins``: ``semi_join`` / ``anti_join`` (L ⋉ R, L ▷ R with bag semantics),
-  plans of existing nodes, for outer joins;
+* ``semi_joins``: the one ``semi_join`` / ``anti_join`` (L ⋉_θ R, L ▷_θ R = L − L ⋉_θ R
+  with bag semantics, any condition), plans of existing nodes, for outer joins, SEMI /
+  ANTI joins and EXISTS / IN subqueries; also the shared join-building helpers;
 * ``subqueries`` (with ``decorrelate`` and ``subquery_joins``): subqueries in WHERE,
-  SELECT, HAVING and ON decorrelated into semi/anti joins, left joins to one-row-per-key
-  relations and cross joins to one-row ones;
+  SELECT, HAVING and ON decorrelated into semi/anti joins (``semi_joins``), left joins
+  to one-row-per-key relations and cross joins to one-row ones (``subquery_joins``);
 * ``grouping`` and ``aggregate_calls``: GROUP BY as Project (keys, inputs) →
   Aggregate, each call checked against the aggregate-function registry;
   ``grouping_sets``: GROUPING SETS / ROLLUP / CUBE as the list of sets, each

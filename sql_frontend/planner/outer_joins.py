@@ -16,14 +16,13 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from ivm.operators.join import Join
 from ivm.operators.project import Project
 from ivm.operators.union_all import UnionAll
 from ivm.plan.node import Plan
 from ivm.schema import Schema
 from ivm.sql_frontend.planner.context import Context
 from ivm.sql_frontend.planner.naming import ref
-from ivm.sql_frontend.planner.semi_joins import anti_join, semi_join
+from ivm.sql_frontend.planner.semi_joins import anti_join, join, semi_join
 
 SIDES = ("LEFT", "RIGHT", "FULL")
 
@@ -32,8 +31,7 @@ def outer_join(
     ctx: Context, side: str, left: Plan, right: Plan, condition: exp.Expression | None
 ) -> Plan:
     """``left`` ``side`` JOIN ``right`` ON ``condition`` (side: LEFT, RIGHT or FULL)."""
-    columns = Schema(left.schema.columns + right.schema.columns)
-    inner = ctx.typed(Join(schema=columns, relations=(left, right), condition=condition))
+    inner = join(ctx, left, right, condition)
     parts = [inner]
     if side in ("LEFT", "FULL"):
         parts.append(pad(ctx, anti_join(ctx, left, right, condition), inner.schema))

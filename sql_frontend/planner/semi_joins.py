@@ -21,10 +21,23 @@ the Distinct holds each key with a match once, and its output changes only
 when a key's count of matching R rows crosses zero. With mixed conjuncts,
 L ⋉ R = π_L(L ⋈ Distinct(π_L(L ⋈_θ R))), joined back NULL-safely on every L
 column, so each copy of an L row keeps its multiplicity.
+
+The anti join is L − L ⋉ R through the linear ``Difference``: it keeps no state
+beyond the semi join's Distinct (of R's keys, or of the matched L rows) and its
+change is fused into its consumer's SQL. (Negating at the key level instead,
+L ⋈ (Distinct(π_k L) − π_k(Distinct(π_k L) ⋈ Distinct(π_k R))), also keeps L's
+distinct keys, or every distinct L row for a mixed condition, and costs two
+more statements per epoch; its SQL grows slower only past about five anti
+joins stacked on one input.)
+
+Outer joins (``outer_joins``) and subqueries (``subqueries``: EXISTS, IN and
+their negations as WHERE conjuncts) both use these. ``join``, ``project``,
+``and_all`` and ``matched_rows`` are the planner's shared join-building helpers.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sqlglot import exp
@@ -84,7 +97,7 @@ def semi_join(ctx: Context, left: Plan, right: Plan, condition: exp.Expression |
     ``condition``, with its own weight; the plan has ``left``'s schema."""
     split = split_condition(condition, left.schema, right.schema)
     if split.mixed:
-        matched = _matched_rows(ctx, left, right, condition)
+        matched = matched_rows(ctx, left, right, condition)
         terms = [
             exp.NullSafeEQ(this=ref(name), expression=ref(PREFIX + name))
             for name in left.schema.names
@@ -95,15 +108,8 @@ def semi_join(ctx: Context, left: Plan, right: Plan, condition: exp.Expression |
             _equality(l_expr, ref(f"{PREFIX}k{i}"), null_safe)
             for i, (l_expr, _, null_safe) in enumerate(split.keys)
         ] + split.left
-    joined = ctx.typed(
-        Join(
-            schema=Schema(left.schema.columns + matched.schema.columns),
-            relations=(left, matched),
-            condition=and_all(terms),
-        )
-    )
-    exprs = tuple((name, ref(name)) for name in left.schema.names)
-    return ctx.typed(Project(schema=left.schema, input=joined, exprs=exprs))
+    joined = join(ctx, left, matched, and_all(terms))
+    return project(ctx, joined, left.schema.names)
 
 
 def anti_join(ctx: Context, left: Plan, right: Plan, condition: exp.Expression | None) -> Plan:
@@ -113,11 +119,39 @@ def anti_join(ctx: Context, left: Plan, right: Plan, condition: exp.Expression |
     return ctx.typed(Difference(schema=left.schema, minuend=left, subtrahend=semi))
 
 
-def and_all(terms: list[exp.Expression]) -> exp.Expression | None:
-    """The conjunction of ``terms`` (None for none)."""
-    if not terms:
+def matched_rows(
+    ctx: Context, left: Plan, right: Plan, condition: exp.Expression | None,
+    prefix: str = PREFIX,
+) -> Plan:
+    """Distinct(π_L(L ⋈_θ R)): each distinct row of ``left`` that some row of ``right``
+    matches under ``condition`` once, its columns renamed ``prefix + name``."""
+    joined = join(ctx, left, right, condition)
+    exprs = tuple((prefix + name, ref(name)) for name in left.schema.names)
+    rows = ctx.typed(Project(schema=left.schema, input=joined, exprs=exprs))
+    return ctx.typed(Distinct(schema=rows.schema, input=rows))
+
+
+def join(ctx: Context, left: Plan, right: Plan, condition: exp.Expression | None) -> Plan:
+    """Inner join of two plans (None: cross product); columns: ``left``'s, then ``right``'s."""
+    columns = left.schema.columns + right.schema.columns
+    return ctx.typed(Join(schema=Schema(columns), relations=(left, right), condition=condition))
+
+
+def project(ctx: Context, plan: Plan, names: Sequence[str]) -> Plan:
+    """``plan`` restricted to the columns ``names`` (in that order; itself if they are all
+    of its columns in its order)."""
+    if tuple(names) == tuple(plan.schema.names):
+        return plan
+    exprs = tuple((n, ref(n)) for n in names)
+    return ctx.typed(Project(schema=plan.schema, input=plan, exprs=exprs))
+
+
+def and_all(terms: Sequence[exp.Expression | None]) -> exp.Expression | None:
+    """The conjunction of ``terms``, None ones skipped (None for none)."""
+    present = [t for t in terms if t is not None]
+    if not present:
         return None
-    return exp.and_(*terms) if len(terms) > 1 else terms[0]
+    return exp.and_(*present) if len(present) > 1 else present[0]
 
 
 def _matched_keys(ctx: Context, right: Plan, split: SplitCondition) -> Plan:
@@ -133,22 +167,6 @@ def _matched_keys(ctx: Context, right: Plan, split: SplitCondition) -> Plan:
         exprs = ((f"{PREFIX}any", exp.true()),)
     keys = ctx.typed(Project(schema=source.schema, input=source, exprs=exprs))
     return ctx.typed(Distinct(schema=keys.schema, input=keys))
-
-
-def _matched_rows(
-    ctx: Context, left: Plan, right: Plan, condition: exp.Expression | None
-) -> Plan:
-    """Distinct(π_L(L ⋈_θ R)), L's columns renamed ``__semi.<name>``."""
-    joined = ctx.typed(
-        Join(
-            schema=Schema(left.schema.columns + right.schema.columns),
-            relations=(left, right),
-            condition=condition,
-        )
-    )
-    exprs = tuple((PREFIX + name, ref(name)) for name in left.schema.names)
-    rows = ctx.typed(Project(schema=left.schema, input=joined, exprs=exprs))
-    return ctx.typed(Distinct(schema=rows.schema, input=rows))
 
 
 def _equality(left: exp.Expression, right: exp.Expression, null_safe: bool) -> exp.Expression:

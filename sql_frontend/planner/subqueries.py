@@ -1,7 +1,7 @@
 """Subqueries in WHERE, SELECT, HAVING and JOIN … ON, decorrelated into joins.
 
 A top-level WHERE conjunct ``EXISTS``, ``NOT EXISTS`` or ``x IN (…)`` is a filter: a
-semi-join or anti-join (``subquery_joins``). Any other subquery is a *value*: its columns are
+semi-join or anti-join (``semi_joins``). Any other subquery is a *value*: its columns are
 joined to the rows it is evaluated on (a left join to a one-row-per-key relation, or a
 cross join to a one-row one) and the subquery is replaced by an expression over them:
 
@@ -36,6 +36,7 @@ from ivm.sql_frontend.planner.decorrelate import Inner, Resolve, decorrelate, on
 from ivm.sql_frontend.planner.decorrelate import plan_resolver as plan_resolver
 from ivm.sql_frontend.planner.grouping import plan_aggregation
 from ivm.sql_frontend.planner.naming import ref, rename_columns
+from ivm.sql_frontend.planner.semi_joins import anti_join, semi_join
 
 COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
 TOO_MANY_ROWS = "More than one row returned by a subquery used as an expression"
@@ -106,12 +107,8 @@ def _semi(ctx: Context, plan: Plan, core: exp.Expression, negated: bool, scope: 
         xs = operand.expressions if isinstance(operand, exp.Tuple) else [operand]
         one_value(ctx, inner, query, len(xs))
         pairs += [(rename_columns(x), v) for x, v in zip(xs, inner.values, strict=True)]
-    if inner.theta is None:
-        build = sj.anti_join if negated else sj.semi_join
-        return build(ctx, plan, inner.plan, pairs)
-    condition = exp.and_(*(c for c in (sj.equalities(pairs), inner.theta) if c is not None))
-    theta_build = sj.theta_anti_join if negated else sj.theta_semi_join
-    return theta_build(ctx, plan, inner.plan, condition, f"{inner.alias}.m.")
+    build = anti_join if negated else semi_join
+    return build(ctx, plan, inner.plan, sj.condition(pairs, inner.theta))
 
 
 def with_values(
@@ -176,12 +173,9 @@ def _exists(
     inner = decorrelate(ctx, resolve, node.this, scope, aggregate=False)
     flag = ref(inner.flag)
     if inner.theta is not None:
-        condition = exp.and_(
-            *(c for c in (sj.equalities(inner.pairs), inner.theta) if c is not None)
-        )
-        matched, pairs = sj.theta_matches(
-            ctx, plan, inner.plan, condition, f"{inner.alias}.m.", inner.flag
-        )
+        on = sj.condition(inner.pairs, inner.theta)
+        prefix = f"{inner.alias}.m."
+        matched, pairs = sj.theta_matches(ctx, plan, inner.plan, on, prefix, inner.flag)
         plan = sj.left_join_unique(ctx, plan, matched, pairs, null_safe=True)
         return plan, exp.Not(this=exp.Is(this=flag, expression=exp.null()))
     if not inner.pairs:
