@@ -12,6 +12,7 @@ from ivm.operators.aggregate import Aggregate
 from ivm.operators.base import Describe, Operator
 from ivm.operators.difference import Difference, DifferenceOperator
 from ivm.operators.distinct import Distinct, IncrementalDistinct
+from ivm.operators.distinct_on import DistinctOn, FirstPerKey
 from ivm.operators.filter import Filter, FilterOperator
 from ivm.operators.group_recompute import GroupRecompute
 from ivm.operators.guard import Guard, IncrementalGuard
@@ -23,6 +24,7 @@ from ivm.operators.scan import Scan, Source
 from ivm.operators.set_operation import IncrementalSetOperation, SetOperation
 from ivm.operators.union_all import UnionAll, UnionAllOperator
 from ivm.operators.values import Constant, Values
+from ivm.operators.window import Window, WindowOperator
 from ivm.plan.node import Plan
 
 Factory = Callable[[Plan, tuple[Operator, ...], Describe], Operator]
@@ -59,6 +61,8 @@ REGISTRY: Mapping[type[Plan], Factory] = {
     SetOperation: _plain(IncrementalSetOperation),
     Guard: _plain(IncrementalGuard),
     Values: _plain(Constant),
+    Window: _plain(WindowOperator),
+    DistinctOn: _plain(FirstPerKey),
 }
 
 

@@ -97,10 +97,25 @@ def is_aggregate(node: exp.Expression) -> bool:
 
 
 def is_call(node: exp.Expression) -> bool:
-    """True for the outermost node of an aggregate call (its FILTER or WITHIN GROUP, if any)."""
+    """True for the outermost node of an aggregate call (its FILTER or WITHIN GROUP, if any);
+    an aggregate computed over a window (``SUM(x) OVER (…)``) is none: it belongs to the
+    window (``ivm.sql_frontend.planner.windows``)."""
+    if windowed(node):
+        return False
     if isinstance(node, (exp.Filter, exp.WithinGroup)):
         return is_aggregate(node.this) or is_call(node.this)
     return is_aggregate(node) and not isinstance(node.parent, (exp.Filter, exp.WithinGroup))
+
+
+WINDOW_WRAPPERS = (exp.Filter, exp.WithinGroup, exp.IgnoreNulls, exp.RespectNulls)
+"""What may stand between a window function and its ``OVER``."""
+
+
+def windowed(node: exp.Expression) -> bool:
+    """True for the function of an ``OVER`` clause (or its FILTER / IGNORE NULLS wrapper)."""
+    while isinstance(node.parent, WINDOW_WRAPPERS) and node.arg_key == "this":
+        node = node.parent
+    return isinstance(node.parent, exp.Window) and node.arg_key == "this"
 
 
 def in_scope(expression: exp.Expression) -> Iterator[exp.Expression]:
@@ -119,8 +134,9 @@ def calls_in(expression: exp.Expression) -> list[exp.Expression]:
 
 
 def has_aggregate(expression: exp.Expression) -> bool:
-    """True when ``expression`` calls an aggregate (outside nested queries)."""
-    return any(is_aggregate(n) for n in in_scope(expression))
+    """True when ``expression`` calls an aggregate (outside nested queries and not over a
+    window: ``SUM(x) OVER ()`` has none, ``SUM(SUM(x)) OVER ()`` has one)."""
+    return any(is_aggregate(n) and not windowed(n) for n in in_scope(expression))
 
 
 def check_not_nested(call: exp.Expression, locator: Locator) -> None:

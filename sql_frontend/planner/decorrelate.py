@@ -31,6 +31,7 @@ from ivm.sql_frontend.planner.aggregate_calls import calls_in, has_aggregate
 from ivm.sql_frontend.planner.context import Context, Scope
 from ivm.sql_frontend.planner.grouping import sql_text
 from ivm.sql_frontend.planner.naming import ref
+from ivm.sql_frontend.planner.windows import windowing
 
 Resolve = Callable[[exp.Column], exp.Expression | None]
 """An enclosing query's column, as an expression over the plan the subquery joins to (None
@@ -97,6 +98,10 @@ def decorrelate(
                 f"{ctx.locator.describe('correlated reference', column)} is not supported: a "
                 "subquery may refer only to columns of the query right around it"
             )
+    found = windowing(node) if outer_columns else None
+    if found is not None:
+        construct = ctx.locator.describe(f"{found[0]} in a correlated subquery", found[1])
+        raise UnsupportedSQL(f"{construct} is not supported")
     if not isinstance(node, exp.Select):
         if outer_columns:
             construct = ctx.locator.describe("correlated set operation in a subquery", node)

@@ -1,4 +1,5 @@
-"""One SELECT: FROM → WHERE → GROUP BY / aggregates → HAVING → SELECT list → DISTINCT."""
+"""One SELECT: FROM → WHERE → GROUP BY / aggregates → HAVING → windows, QUALIFY, DISTINCT ON →
+SELECT list → DISTINCT."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from ivm.sql_frontend.planner.subqueries import (
     plan_where,
     with_values,
 )
+from ivm.sql_frontend.planner.windows import distinct_on, plan_windows, window_operands
 
 
 def plan_select(ctx: Context, node: exp.Select, scope: Scope) -> Plan:
@@ -39,13 +41,14 @@ def plan_select(ctx: Context, node: exp.Select, scope: Scope) -> Plan:
         predicate = rename_columns(where.this)
         plan = ctx.typed(Filter(schema=plan.schema, input=plan, predicate=predicate))
     raw = [(e.alias_or_name, e.unalias()) for e in node.expressions]
+    raw += window_operands(node)  # QUALIFY, DISTINCT ON: planned with the SELECT list
     having = node.args.get("having")
     group = node.args.get("group")
     if group is not None or having is not None or any(has_aggregate(e) for _, e in raw):
         holders = Holders(ctx)
         outputs = [(name, rename_columns(holders.take(e))) for name, e in raw]
         positions = {i + 1: e for i, (_, e) in enumerate(outputs)}
-        keys, sets = grouping_sets(group, outputs, positions)
+        keys, sets = grouping_sets(group, outputs[: len(node.expressions)], positions)
         having_expr = rename_columns(holders.take(having.this)) if having is not None else None
         plan, rewritten, having_expr = plan_aggregation(
             ctx, plan, keys, outputs + holders.operands, having_expr, sets
@@ -61,10 +64,11 @@ def plan_select(ctx: Context, node: exp.Select, scope: Scope) -> Plan:
             if has_subquery(e):
                 plan, e = with_values(ctx, plan, e, scope)
             outputs.append((name, rename_columns(e)))
+    plan, outputs = plan_windows(ctx, node, plan, outputs)
     names = unique_names([name for name, _ in outputs])
     exprs = tuple((name, e) for name, (_, e) in zip(names, outputs, strict=True))
     plan = ctx.typed(Project(schema=plan.schema, input=plan, exprs=exprs))
-    if node.args.get("distinct") is not None:
+    if node.args.get("distinct") is not None and distinct_on(node) is None:
         plan = ctx.typed(Distinct(schema=plan.schema, input=plan))
     return plan
 

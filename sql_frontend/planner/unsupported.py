@@ -13,14 +13,13 @@ from ivm.errors import UnsupportedSQL
 from ivm.sql_frontend.planner.aggregate_calls import check_not_nested, is_call, take_apart
 from ivm.sql_frontend.planner.subqueries import is_construct
 from ivm.sql_frontend.planner.values import check_values
+from ivm.sql_frontend.planner.windows import check_window
 from ivm.sql_frontend.positions import Locator
 
 UNSUPPORTED_NODES: dict[type[exp.Expression], str] = {
-    exp.Window: "window function",
     exp.Limit: "LIMIT",
     exp.Offset: "OFFSET",
     exp.Fetch: "FETCH",
-    exp.Qualify: "QUALIFY",
     exp.Lateral: "LATERAL",
     exp.Unnest: "UNNEST",
     exp.Pivot: "PIVOT",
@@ -55,9 +54,8 @@ def reject_unsupported(tree: exp.Expression, locator: Locator) -> None:
             _check_table(node, locator)
         if isinstance(node, exp.Values):
             check_values(node, locator)
-        distinct = node.args.get("distinct") if isinstance(node, exp.Select) else None
-        if isinstance(distinct, exp.Distinct) and distinct.args.get("on") is not None:
-            raise UnsupportedSQL(f"{locator.describe('DISTINCT ON', distinct)} is not supported")
+        if isinstance(node, exp.Window):
+            check_window(node, locator)
         if is_call(node):
             take_apart(node, locator)
             check_not_nested(node, locator)
