@@ -326,8 +326,8 @@ UNSUPPORTED = {
     "asof_join": ("SELECT o.id, c.region FROM orders o ASOF JOIN customers c "
                   "ON o.customer = c.name", "ASOF JOIN"),
     "limit": ("SELECT * FROM orders ORDER BY id LIMIT 3", "LIMIT"),
-    "window": ("SELECT id, row_number() OVER (PARTITION BY customer ORDER BY id) AS rn "
-               "FROM orders", "window"),
+    "window_in_order_by": ("SELECT id FROM orders ORDER BY row_number() OVER (ORDER BY id)",
+                           "window function in ORDER BY"),
     "recursive_cte": ("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r "
                       "WHERE n < 3) SELECT n FROM r", "RECURSIVE"),
     "unordered_list": ("SELECT customer, STRING_AGG(qty::VARCHAR, ',') AS l FROM orders "
@@ -398,6 +398,15 @@ VALID_SQL = {
     "natural_join": "SELECT * FROM orders NATURAL JOIN (SELECT id, customer AS c2 FROM orders) x",
     "values": "SELECT o.id, t.v FROM orders o JOIN (VALUES ('a', 1), ('b', NULL), ('b', NULL)) "
               "AS t(k, v) ON o.customer = t.k",
+    # ids are unique: no ties, so DuckDB's own answer is the only one (tests/test_windows.py
+    # has the rest, ties included)
+    "window": "SELECT id, customer, row_number() OVER w AS rn, SUM(qty) OVER (PARTITION BY "
+              "customer) AS total, rank() OVER (ORDER BY amount DESC) AS r FROM orders "
+              "WINDOW w AS (PARTITION BY customer ORDER BY id)",
+    "qualify": "SELECT id, customer, amount FROM orders "
+               "QUALIFY row_number() OVER (PARTITION BY customer ORDER BY amount DESC, id) = 1",
+    "distinct_on": "SELECT DISTINCT ON (customer) customer, id, qty FROM orders "
+                   "ORDER BY customer, qty DESC, id",
 }
 """Valid SQL ivm must maintain: each case runs a random workload and must not be refused."""
 

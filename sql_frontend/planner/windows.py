@@ -132,19 +132,27 @@ def function_of(window: exp.Window, locator: Locator) -> tuple[str, exp.Expressi
 
 def windowing(select: exp.Expression) -> tuple[str, exp.Expression] | None:
     """The first window function, QUALIFY or DISTINCT ON of ``select`` itself (not of the
-    queries nested in it), named; None when it has none."""
+    queries nested in it), named, and the node an error points at (a window's function:
+    in a qualified tree, names sqlglot added carry the position of their alias); None when
+    it has none."""
     if not isinstance(select, exp.Select):
         return None
-    distinct = select.args.get("distinct")
-    if distinct is not None and distinct.args.get("on") is not None:
-        return "DISTINCT ON", distinct
-    if select.args.get("qualify") is not None:
-        return "QUALIFY", select.args["qualify"]
+    on = distinct_on(select)
+    if on is not None:
+        return "DISTINCT ON", select.args["distinct"]
+    qualify = select.args.get("qualify")
+    if qualify is not None:
+        window = _first_window(qualify)
+        return "QUALIFY", window.this if window is not None else qualify
     for expression in select.expressions:
-        window = next((n for n in in_scope(expression) if isinstance(n, exp.Window)), None)
+        window = _first_window(expression)
         if window is not None:
-            return "window function", window
+            return "window function", window.this
     return None
+
+
+def _first_window(expression: exp.Expression) -> exp.Window | None:
+    return next((n for n in in_scope(expression) if isinstance(n, exp.Window)), None)
 
 
 # -- planning ------------------------------------------------------------------------------
@@ -223,7 +231,7 @@ def _call(ctx: Context, window: exp.Window, name: str, pre: _Columns) -> WindowC
     function, node, ignore = function_of(window, ctx.locator)
     frame = window.args.get("spec")
     if frame is not None:
-        _check_frame(frame, ctx.locator)
+        _check_frame(frame, window, ctx.locator)
         frame = frame.copy()
     order = tuple(_sort_key(pre.column(t.this, "__wa"), t) for t in _terms(window))
     if function == AGGREGATE:
@@ -250,14 +258,14 @@ def _aggregate(name: str, parts: CallParts, pre: _Columns) -> AggregateCall:
     )
 
 
-def _check_frame(frame: exp.Expression, locator: Locator) -> None:
+def _check_frame(frame: exp.Expression, window: exp.Window, locator: Locator) -> None:
     """UnsupportedSQL for a ROWS frame that excludes peers: ivm breaks ties in a ROWS frame's
     order (see ``ivm.operators.window``), which would leave no peers to exclude."""
     exclude = frame.args.get("exclude")
     kind = str(frame.args.get("kind") or "").upper()
     if kind == "ROWS" and exclude is not None and exclude.name.upper() in ("GROUP", "TIES"):
         what = f"ROWS frame with EXCLUDE {exclude.name.upper()}"
-        raise UnsupportedSQL(f"{locator.describe(what, frame)} is not supported: use a RANGE "
+        raise UnsupportedSQL(f"{locator.describe(what, window)} is not supported: use a RANGE "
                              "or GROUPS frame")
 
 

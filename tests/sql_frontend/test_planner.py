@@ -147,7 +147,7 @@ def test_star_is_expanded(plan):
     [
         ("SELECT o.id FROM orders o ASOF JOIN customers c ON o.customer >= c.name", "ASOF JOIN"),
         ("SELECT id FROM orders LIMIT 1", "LIMIT"),
-        ("SELECT id, rank() OVER (ORDER BY amount) AS r FROM orders", "window"),
+        ("SELECT id FROM orders ORDER BY rank() OVER (ORDER BY amount)", "window function"),
         ("SELECT ARG_MIN(DISTINCT id, amount) AS n FROM orders", "DISTINCT"),
         ("SELECT SUM((SELECT 1)) AS s FROM orders", "subquery"),
     ],
