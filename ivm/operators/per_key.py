@@ -3,8 +3,9 @@
 Meaning: a function f from one group (the input rows sharing a key, with their
 multiplicities) to any number of output rows; the output is the union of
 f(group) over every key with rows. Aggregates with a non-invertible function
-give one row per key; top-k, windows and ASOF joins are to be its further users (the
-shape of Feldera's group transformers).
+give one row per key; window functions one row per input row of the key's partition
+(``window``), DISTINCT ON the key's first row (``distinct_on``); top-k and ASOF joins
+are to be its further users (the shape of Feldera's group transformers).
 
 State, both partitioned and sorted by the key:
 

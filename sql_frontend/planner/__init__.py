@@ -8,7 +8,8 @@ part of a query:
 * ``queries``: SELECT or a set operation (UNION [ALL] [BY NAME], INTERSECT /
   EXCEPT [ALL]), and conforming columns to a target;
 * ``ctes``: WITH, planned inline;
-* ``select``: FROM → WHERE → aggregation → HAVING → SELECT list → DISTINCT;
+* ``select``: FROM → WHERE → aggregation → HAVING → windows, QUALIFY, DISTINCT ON →
+  SELECT list → DISTINCT;
 * ``from_clause``: each source renamed ``alias.column``; consecutive inner
   joins become one ``Join`` (a delta query later), an outer, semi or anti join
   takes everything before it as its left input;
@@ -23,6 +24,8 @@ part of a query:
   Aggregate, each call checked against the aggregate-function registry;
   ``grouping_sets``: GROUPING SETS / ROLLUP / CUBE as the list of sets, each
   one Aggregate, NULL-padded, under a UNION ALL;
+* ``windows``: window functions (one ``Window`` per PARTITION BY, stacked), QUALIFY (a
+  filter over them) and DISTINCT ON (a ``DistinctOn``), after HAVING;
 * ``values``: VALUES lists as constant relations, named as DuckDB names them;
 * ``naming``: view column names as DuckDB gives them, column references.
 
