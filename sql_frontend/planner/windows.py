@@ -85,7 +85,7 @@ def check_window(window: exp.Window, locator: Locator) -> None:
     if window.arg_key == "windows":
         return
     child, parent = window, window.parent
-    while parent is not None and not isinstance(parent, exp.Select):
+    while parent is not None and not isinstance(parent, exp.Query):
         if isinstance(parent, exp.Window) or is_call(parent):
             inside = "a window function" if isinstance(parent, exp.Window) else "an aggregate"
             raise SqlError(f"{locator.describe('window function', window)} inside {inside}: "
@@ -95,7 +95,7 @@ def check_window(window: exp.Window, locator: Locator) -> None:
     if place == "order":
         raise UnsupportedSQL(f"{locator.describe('window function in ORDER BY', window)} is "
                              "not supported: compute it in the SELECT list")
-    if parent is None or place not in ("expressions", "qualify"):
+    if not isinstance(parent, exp.Select) or place not in ("expressions", "qualify"):
         clause = CLAUSES.get(place, place.upper())
         raise SqlError(f"{locator.describe('window function in ' + clause, window)}: not "
                        "allowed there (use QUALIFY)")
