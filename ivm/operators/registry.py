@@ -21,6 +21,7 @@ from ivm.operators.project import Project, ProjectOperator
 from ivm.operators.running_aggregate import RunningAggregate
 from ivm.operators.scan import Scan, Source
 from ivm.operators.set_operation import IncrementalSetOperation, SetOperation
+from ivm.operators.top_k import IncrementalTopK, TopK
 from ivm.operators.union_all import UnionAll, UnionAllOperator
 from ivm.operators.values import Constant, Values
 from ivm.plan.node import Plan
@@ -59,6 +60,7 @@ REGISTRY: Mapping[type[Plan], Factory] = {
     SetOperation: _plain(IncrementalSetOperation),
     Guard: _plain(IncrementalGuard),
     Values: _plain(Constant),
+    TopK: _plain(IncrementalTopK),
 }
 
 

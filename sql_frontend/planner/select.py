@@ -1,4 +1,5 @@
-"""One SELECT: FROM → WHERE → GROUP BY / aggregates → HAVING → SELECT list → DISTINCT."""
+"""One SELECT: FROM → WHERE → GROUP BY / aggregates → HAVING → SELECT list → DISTINCT
+→ ORDER BY … LIMIT / OFFSET."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from ivm.sql_frontend.planner.subqueries import (
     plan_where,
     with_values,
 )
+from ivm.sql_frontend.planner.top_k import limited, ordering_of
 
 
 def plan_select(ctx: Context, node: exp.Select, scope: Scope) -> Plan:
@@ -39,6 +41,8 @@ def plan_select(ctx: Context, node: exp.Select, scope: Scope) -> Plan:
         predicate = rename_columns(where.this)
         plan = ctx.typed(Filter(schema=plan.schema, input=plan, predicate=predicate))
     raw = [(e.alias_or_name, e.unalias()) for e in node.expressions]
+    ordering = ordering_of(ctx, node, raw, can_hide=node.args.get("distinct") is None)
+    raw += ordering.hidden if ordering is not None else []
     having = node.args.get("having")
     group = node.args.get("group")
     if group is not None or having is not None or any(has_aggregate(e) for _, e in raw):
@@ -66,7 +70,7 @@ def plan_select(ctx: Context, node: exp.Select, scope: Scope) -> Plan:
     plan = ctx.typed(Project(schema=plan.schema, input=plan, exprs=exprs))
     if node.args.get("distinct") is not None:
         plan = ctx.typed(Distinct(schema=plan.schema, input=plan))
-    return plan
+    return limited(ctx, plan, ordering)
 
 
 def _group_resolver(keys: list[exp.Expression]) -> Resolve:

@@ -17,9 +17,6 @@ from ivm.sql_frontend.positions import Locator
 
 UNSUPPORTED_NODES: dict[type[exp.Expression], str] = {
     exp.Window: "window function",
-    exp.Limit: "LIMIT",
-    exp.Offset: "OFFSET",
-    exp.Fetch: "FETCH",
     exp.Qualify: "QUALIFY",
     exp.Lateral: "LATERAL",
     exp.Unnest: "UNNEST",
