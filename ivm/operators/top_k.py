@@ -17,7 +17,7 @@ State (the operator is global: it runs in one place, one Spark partition):
   whole input.
 
 Per epoch, with Δ the consolidated input change: the deletions in Δ and the best
-``kept`` insertions (kept = 2K + 100: slack, so deletions rarely empty the prefix)
+``kept`` insertions (kept = 2K + ``SLACK``: so deletions rarely empty the prefix)
 merge with ``top``; rows up to the old prefix's last row stay exact, so the new
 prefix is the merged rows up to that row (all of them when ``top`` was the whole
 input), cut back to ``kept`` copies. Only when deletions leave fewer than K copies in
@@ -43,6 +43,9 @@ TOP = "top"
 SIZE = "size"
 SIZE_SCHEMA = Schema((Column("__all", "BOOLEAN"),))
 """The size trace: one constant column; its weight is the input's total weight."""
+SLACK = 100
+"""Copies kept beyond 2K, so that deletions rarely leave the prefix short (tests lower it
+to make refills frequent)."""
 
 
 @dataclass(frozen=True)
@@ -109,7 +112,7 @@ class IncrementalTopK(Operator):
     @property
     def kept(self) -> int:
         """The copies the prefix is cut back to (K plus slack for deletions)."""
-        return 2 * self.needed + 100
+        return 2 * self.needed + SLACK
 
     def traces(self) -> tuple[TraceSpec, ...]:
         order = tuple(k.column for k in self.top_k.order)
