@@ -72,6 +72,10 @@ class TopK(Plan):
     order: tuple[SortKey, ...]
     limit: int
     offset: int = 0
+    local: bool = False
+    """Partitioned execution only: the top ``limit`` rows of each partition of the input
+    (hashed by whole row), which a global TopK above merges (``ivm.passes.split_top_k``).
+    Its meaning in one place is the plain top ``limit``."""
 
     @property
     def order_sql(self) -> str:
@@ -89,7 +93,8 @@ class TopK(Plan):
     def describe(self) -> str:
         terms = ", ".join(k.sql() for k in self.order)
         offset = f" OFFSET {self.offset}" if self.offset else ""
-        return f"TopK ORDER BY {terms} LIMIT {self.limit}{offset}"
+        local = " in each partition" if self.local else ""
+        return f"TopK{local} ORDER BY {terms} LIMIT {self.limit}{offset}"
 
 
 @dataclass(frozen=True, eq=False)
@@ -123,7 +128,7 @@ class IncrementalTopK(Operator):
         )
 
     def input_keys(self) -> tuple[tuple[str, ...] | None, ...]:
-        return ((),)
+        return (tuple(self.schema.names) if self.top_k.local else (),)
 
     def change(self, run: Run) -> str | None:
         delta = run.change(self.inputs[0])
@@ -152,10 +157,10 @@ class IncrementalTopK(Operator):
         return self._window_sql(self._prefix_sql(run.trace(self, TOP)))
 
     def label(self) -> str:
+        where = "partitioned by whole row" if self.top_k.local else "global: one partition"
         return (
             f"{self.top_k.describe()} (state: the input's rows, an ordered prefix of at least "
-            f"{self.needed} and at most {self.kept} copies, the input's size; global: one "
-            "partition)"
+            f"{self.needed} and at most {self.kept} copies, the input's size; {where})"
         )
 
     # -- SQL ---------------------------------------------------------------------------------

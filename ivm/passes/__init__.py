@@ -13,10 +13,11 @@ from typing import Any
 
 from ivm.circuit.circuit import Circuit
 from ivm.passes.binary_joins import binary_joins
+from ivm.passes.split_top_k import split_top_k
 
 Pass = Callable[..., Circuit]
 
-PASSES: tuple[Pass, ...] = (binary_joins,)
+PASSES: tuple[Pass, ...] = (binary_joins, split_top_k)
 """Every circuit pass, in the order they run."""
 
 
