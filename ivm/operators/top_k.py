@@ -149,8 +149,12 @@ class IncrementalTopK(Operator):
         ))
         run.append(run.trace(self, INPUT), change)
         run.append(size, f"SELECT true AS __all, SUM({W})::BIGINT AS {W} FROM ({change}) AS c")
-        run.append(top, f"SELECT {column_list(names)}, {W} FROM ({prefix}) AS p UNION ALL "
-                        f"SELECT {column_list(names)}, -{W} FROM ({old}) AS o")
+        # Only the prefix's difference is appended, so the trace stays near its size.
+        run.append(top, consolidate_sql(
+            f"SELECT {column_list(names)}, {W} FROM ({prefix}) AS p UNION ALL "
+            f"SELECT {column_list(names)}, -{W} FROM ({old}) AS o",
+            names,
+        ))
         return output
 
     def integral(self, run: Run) -> str:
