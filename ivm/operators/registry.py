@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from ivm.operators.aggregate import Aggregate
+from ivm.operators.arrange import Arrange, Arrangement
 from ivm.operators.base import Describe, Operator
 from ivm.operators.difference import Difference, DifferenceOperator
 from ivm.operators.distinct import Distinct, IncrementalDistinct
@@ -61,6 +62,7 @@ REGISTRY: Mapping[type[Plan], Factory] = {
     Guard: _plain(IncrementalGuard),
     Values: _plain(Constant),
     TopK: _plain(IncrementalTopK),
+    Arrange: _plain(Arrangement),
 }
 
 

@@ -12,6 +12,7 @@ from ivm.circuit.circuit import Circuit
 from ivm.circuit.incrementalize import incrementalize
 from ivm.execution.embedded import describe
 from ivm.operators.aggregate import Aggregate, AggregateCall
+from ivm.operators.arrange import Arrange
 from ivm.operators.difference import Difference
 from ivm.operators.distinct import Distinct, IncrementalDistinct
 from ivm.operators.filter import Filter, FilterOperator
@@ -24,6 +25,7 @@ from ivm.operators.registry import REGISTRY
 from ivm.operators.running_aggregate import RunningAggregate
 from ivm.operators.scan import Scan, Source
 from ivm.operators.set_operation import SetOperation
+from ivm.operators.top_k import TopK
 from ivm.operators.union_all import UnionAll, UnionAllOperator
 from ivm.operators.values import Values
 from ivm.plan.node import Plan
@@ -104,7 +106,7 @@ def test_node_types_map_to_their_registered_operators():
     assert set(REGISTRY) == {
         Scan, Filter, Project, UnionAll, Join, Aggregate, Distinct, SetOperation, Difference,
         Guard,
-        Values,
+        Values, TopK, Arrange,
     }
     assert circuit.output.node is root
 
