@@ -5,7 +5,9 @@ rule gets only the keyword arguments its signature names, so a rule is added
 by listing it (``unnest_subqueries``, ``simplify``… later).
 
 * ``qualify`` expands ``*``, resolves every column to its source, turns
-  ``USING`` into ``ON`` and expands positional and alias references in GROUP BY.
+  ``USING`` into ``ON`` and expands positional and alias references in GROUP BY;
+* ``limit_in_exists`` drops an ``ORDER BY … LIMIT n`` (n ≥ 1) inside EXISTS, which
+  cannot change its result.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from sqlglot import exp
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.schema import ensure_schema
 
+from ivm.sql_frontend.limit_in_exists import limit_in_exists
+
 Rule = Callable[..., exp.Expression]
 
-RULES: tuple[Rule, ...] = (qualify,)
+RULES: tuple[Rule, ...] = (qualify, limit_in_exists)
 """The rules, applied in this order."""
 
 

@@ -77,6 +77,10 @@ NESTED = {
                 "SELECT id, y FROM u WHERE id IN (SELECT id FROM t ORDER BY x, id, 1 LIMIT 2)"),
     "scalar": ("SELECT id, y FROM u WHERE y < (SELECT x FROM t ORDER BY x DESC NULLS LAST "
                "LIMIT 1)", None),
+    # LIMIT n >= 1 cannot change EXISTS: dropped, and the subquery decorrelated as usual.
+    "exists_limit": ("SELECT id, g FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.id = t.id "
+                     "ORDER BY u.y LIMIT 1) AND NOT EXISTS (SELECT 1 FROM u WHERE u.y = t.x "
+                     "LIMIT 2)", None),
     "count_of_top": ("SELECT COUNT(*) AS n, SUM(x) AS s FROM (SELECT x FROM t ORDER BY x "
                      "LIMIT 3) s", None),
 }
@@ -194,6 +198,8 @@ def test_top_k_edges_by_hand(slack: int, monkeypatch: pytest.MonkeyPatch) -> Non
     ("SELECT id FROM t ORDER BY id FETCH FIRST 2 ROWS WITH TIES", ivm.UnsupportedSQL,
      "WITH TIES"),
     ("SELECT id FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.id = t.id ORDER BY u.y "
+     "LIMIT 1 OFFSET 1)", ivm.UnsupportedSQL, "correlated LIMIT / OFFSET in a subquery"),
+    ("SELECT id FROM t WHERE id IN (SELECT u.id FROM u WHERE u.y = t.x ORDER BY u.id "
      "LIMIT 1)", ivm.UnsupportedSQL, "correlated LIMIT / OFFSET in a subquery"),
     ("SELECT DISTINCT g FROM t ORDER BY x LIMIT 2", ivm.SqlError, "ORDER BY term"),
 ])
