@@ -7,22 +7,25 @@ max(0, min(s + w, m + n) − max(s, m)). The tie-break makes the answer
 deterministic where DuckDB's own LIMIT picks among ties arbitrarily: rows that
 tie on every column are copies of one row, so any choice among them is the same.
 
-State (the operator is global: it runs in one place, one Spark partition):
+State (the operator is global: it runs in one place; in Spark mode per partition,
+merged by a global one: ``ivm.passes.split_top_k``):
 
-* ``input``: the input's integral (rows and weights), read only to refill;
 * ``top``: a *prefix* of the input in that order: every input row up to its last
   row, with its full weight, and at least the K = m + n copies the output needs
   (or the whole input when that holds fewer);
 * ``size``: the input's total weight (one row), which says whether ``top`` is the
   whole input.
 
+The input's own rows are not copied: a refill reads the input's integral (a base
+table's trace, an aggregate's groups…), as a join reads its inputs'.
+
 Per epoch, with Δ the consolidated input change: the deletions in Δ and the best
 ``kept`` insertions (kept = 2K + ``SLACK``: so deletions rarely empty the prefix)
 merge with ``top``; rows up to the old prefix's last row stay exact, so the new
 prefix is the merged rows up to that row (all of them when ``top`` was the whole
 input), cut back to ``kept`` copies. Only when deletions leave fewer than K copies in
-a prefix that is not the whole input is the prefix read again from ``input``
-(a *refill*: the input's best ``kept`` rows, one top-n scan). The output change is
+a prefix that is not the whole input is the prefix read again from the input's
+integral (a *refill*: the input's best ``kept`` rows, one top-n scan). The output change is
 the window (m, m + n] of the new prefix minus that of the old: a change touches
 what can enter or leave the top n, and a deletion from the top n promotes the next
 row from the prefix.
@@ -38,7 +41,6 @@ from ivm.plan.node import Plan
 from ivm.plan.sql import W, column_list, consolidate_sql
 from ivm.schema import Column, Schema, quote
 
-INPUT = "input"
 TOP = "top"
 SIZE = "size"
 SIZE_SCHEMA = Schema((Column("__all", "BOOLEAN"),))
@@ -122,13 +124,15 @@ class IncrementalTopK(Operator):
     def traces(self) -> tuple[TraceSpec, ...]:
         order = tuple(k.column for k in self.top_k.order)
         return (
-            TraceSpec(INPUT, self.schema, order),
             TraceSpec(TOP, self.schema, order),
             TraceSpec(SIZE, SIZE_SCHEMA, ()),
         )
 
     def input_keys(self) -> tuple[tuple[str, ...] | None, ...]:
         return (tuple(self.schema.names) if self.top_k.local else (),)
+
+    def reads_integrals(self) -> tuple[bool, ...]:
+        return (True,)
 
     def change(self, run: Run) -> str | None:
         delta = run.change(self.inputs[0])
@@ -139,7 +143,7 @@ class IncrementalTopK(Operator):
         top, size = run.trace(self, TOP), run.trace(self, SIZE)
         prefix = run.materialize(self, "prefix", self._merged_prefix_sql(change, top, size))
         if run.value(self, self._refill_needed_sql(prefix, change, size)):
-            refill = self._refill_sql(run.trace(self, INPUT), change)
+            refill = self._refill_sql(run.integral(self.inputs[0]), change)
             prefix = run.materialize(self, "prefix", refill)
         old = self._prefix_sql(top)
         output = run.materialize(self, "output", consolidate_sql(
@@ -147,7 +151,6 @@ class IncrementalTopK(Operator):
             f"SELECT {column_list(names)}, -{W} FROM ({self._window_sql(old)}) AS o",
             names,
         ))
-        run.append(run.trace(self, INPUT), change)
         run.append(size, f"SELECT true AS __all, SUM({W})::BIGINT AS {W} FROM ({change}) AS c")
         # Only the prefix's difference is appended, so the trace stays near its size.
         run.append(top, consolidate_sql(
@@ -163,8 +166,9 @@ class IncrementalTopK(Operator):
     def label(self) -> str:
         where = "partitioned by whole row" if self.top_k.local else "global: one partition"
         return (
-            f"{self.top_k.describe()} (state: the input's rows, an ordered prefix of at least "
-            f"{self.needed} and at most {self.kept} copies, the input's size; {where})"
+            f"{self.top_k.describe()} (state: an ordered prefix of at least {self.needed} and "
+            f"at most {self.kept} copies, the input's size; refills read the input's integral; "
+            f"{where})"
         )
 
     # -- SQL ---------------------------------------------------------------------------------
@@ -207,12 +211,13 @@ class IncrementalTopK(Operator):
         )
         return f"SELECT {held} < {self.needed} AND {held} < {total}"
 
-    def _refill_sql(self, inputs: str, change: str) -> str:
+    def _refill_sql(self, integral: str, change: str) -> str:
         """The prefix read again from the input after the change (its best rows)."""
         names = self.schema.names
         cols = column_list(names)
         live = consolidate_sql(
-            f"SELECT {cols}, {W} FROM {inputs} UNION ALL SELECT {cols}, {W} FROM ({change}) AS c",
+            f"SELECT {cols}, {W} FROM ({integral}) AS i "
+            f"UNION ALL SELECT {cols}, {W} FROM ({change}) AS c",
             names,
             positive_only=True,
         )
