@@ -6,6 +6,8 @@ by listing it (``unnest_subqueries``, ``simplify``… later).
 
 * ``qualify`` expands ``*``, resolves every column to its source, turns
   ``USING`` into ``ON`` and expands positional and alias references in GROUP BY;
+* ``limit_in_exists`` drops an ``ORDER BY … LIMIT n`` (n ≥ 1) inside EXISTS, which
+  cannot change its result;
 * ``inline_windows`` puts each named window (``WINDOW w AS (…)``) into the OVER
   clauses that name it.
 """
@@ -20,11 +22,12 @@ from sqlglot import exp
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.schema import ensure_schema
 
+from ivm.sql_frontend.limit_in_exists import limit_in_exists
 from ivm.sql_frontend.named_windows import inline_windows
 
 Rule = Callable[..., exp.Expression]
 
-RULES: tuple[Rule, ...] = (qualify, inline_windows)
+RULES: tuple[Rule, ...] = (qualify, limit_in_exists, inline_windows)
 """The rules, applied in this order."""
 
 

@@ -325,7 +325,7 @@ def test_min_max_when_the_extreme_is_deleted() -> None:
 UNSUPPORTED = {
     "asof_join": ("SELECT o.id, c.region FROM orders o ASOF JOIN customers c "
                   "ON o.customer = c.name", "ASOF JOIN"),
-    "limit": ("SELECT * FROM orders ORDER BY id LIMIT 3", "LIMIT"),
+    "limit_without_order": ("SELECT * FROM orders LIMIT 3", "LIMIT"),
     "window_in_order_by": ("SELECT id FROM orders ORDER BY row_number() OVER (ORDER BY id)",
                            "window function in ORDER BY"),
     "recursive_cte": ("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r "
@@ -392,6 +392,7 @@ VALID_SQL = {
     "group_by_alias": "SELECT qty + 1 AS x, COUNT(*) AS n FROM orders GROUP BY x",
     "having_alias": "SELECT customer, COUNT(*) AS n FROM orders GROUP BY customer HAVING n > 1",
     "order_by_ordinal": "SELECT id, amount FROM orders ORDER BY 2 DESC",
+    "order_by_limit": "SELECT id, amount FROM orders ORDER BY id DESC LIMIT 3 OFFSET 1",
     "count_distinct": "SELECT customer, COUNT(DISTINCT qty) AS n FROM orders GROUP BY customer",
     "filtered": "SELECT customer, SUM(amount) FILTER (WHERE qty > 1) AS s FROM orders "
                 "GROUP BY customer",

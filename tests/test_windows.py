@@ -56,6 +56,8 @@ CASES: dict[str, Case] = {
                  "CUME_DIST() OVER (PARTITION BY g ORDER BY x DESC) AS cd FROM t",
         "by_expression": "SELECT x, s, RANK() OVER (PARTITION BY x % 2 ORDER BY upper(s) "
                          "NULLS FIRST) AS r FROM t",
+        # DISTINCT after the windows
+        "distinct": "SELECT DISTINCT g, DENSE_RANK() OVER (ORDER BY g) AS dr FROM t",
     }, {}),
     "positions": ([T], {
         "numbers": "SELECT g, o, x, ROW_NUMBER() OVER (PARTITION BY g ORDER BY o) AS rn, "
@@ -168,6 +170,9 @@ CASES: dict[str, Case] = {
                 "WHERE x > 0 QUALIFY r = 1 AND COUNT(*) OVER (PARTITION BY o) > 1",
         "derived_top": "SELECT * FROM (SELECT g, x, DENSE_RANK() OVER (PARTITION BY g ORDER BY "
                        "x DESC) AS r FROM t) AS ranked WHERE r <= 2",
+        # QUALIFY, then the query's ORDER BY … LIMIT (a TopK over the window's rows)
+        "limited": "SELECT g, o, x, RANK() OVER (PARTITION BY g ORDER BY x) AS r FROM t "
+                   "QUALIFY r <= 2 ORDER BY r DESC, g, o, x LIMIT 3",
     }, {
         "top_two": "SELECT g, x, s FROM t "
                    "QUALIFY ROW_NUMBER() OVER (PARTITION BY g ORDER BY x DESC, o, s, f) <= 2",
@@ -194,6 +199,8 @@ CASES: dict[str, Case] = {
                   "FROM t GROUP BY o",
         "having_qualify": "SELECT g, o, COUNT(*) AS n FROM t GROUP BY g, o HAVING COUNT(*) > 0 "
                           "QUALIFY ROW_NUMBER() OVER (PARTITION BY g ORDER BY COUNT(*) DESC) = 1",
+        "rollup": "SELECT g, o, SUM(x) AS sx, RANK() OVER (PARTITION BY GROUPING(o) "
+                  "ORDER BY SUM(x) DESC) AS r FROM t GROUP BY ROLLUP (g, o)",
     }, {
         # The window's input is the aggregate's rows (g, o, n): ties broken by o.
         "having_qualify": "SELECT g, o, COUNT(*) AS n FROM t GROUP BY g, o "
@@ -209,6 +216,8 @@ CASES: dict[str, Case] = {
                    "ORDER BY g, n DESC",
         "with_window": "SELECT DISTINCT ON (g) g, x, SUM(x) OVER (PARTITION BY g ORDER BY o) "
                        "AS run FROM t ORDER BY g, run DESC",
+        # ORDER BY picks each key's row, then the top two keys (a TopK after DISTINCT ON)
+        "limited": "SELECT DISTINCT ON (g) g, x FROM t ORDER BY g DESC, o DESC LIMIT 2",
     }, {
         "first_by": "SELECT DISTINCT ON (g) g, o, x FROM t ORDER BY g, x DESC, o, s, f",
         "unordered": "SELECT DISTINCT ON (g, o) g, o, x AS y FROM t ORDER BY x, s, f",
@@ -218,6 +227,7 @@ CASES: dict[str, Case] = {
                    "ORDER BY g, n DESC, o",
         "with_window": "SELECT DISTINCT ON (g) g, x, SUM(x) OVER (PARTITION BY g ORDER BY o) "
                        "AS run FROM t ORDER BY g, run DESC, o, x, s, f",
+        "limited": "SELECT DISTINCT ON (g) g, x FROM t ORDER BY g DESC, o DESC, x, s, f LIMIT 2",
     }),
     "moving": ([ITEMS, LABELS], {
         # Updates change g: rows move between partitions.
@@ -352,8 +362,6 @@ REFUSED = {
     "correlated_qualify": ("SELECT g FROM t WHERE EXISTS (SELECT 1 FROM t AS u WHERE u.g = t.g "
                            "QUALIFY ROW_NUMBER() OVER (ORDER BY u.x) = 1)",
                            ivm.UnsupportedSQL, "QUALIFY in a correlated subquery"),
-    "distinct_on_limit": ("SELECT DISTINCT ON (g) g, x FROM t ORDER BY g, x LIMIT 2",
-                          ivm.UnsupportedSQL, "LIMIT"),
     "unknown_window": ("SELECT SUM(x) OVER nope FROM t", ivm.SqlError, "nope"),
 }
 

@@ -81,13 +81,20 @@ class Circuit:
 
     def explain(self, annotate: Callable[[Operator], str] | None = None) -> str:
         """The circuit as an indented tree, output at the top (each operator followed by
-        ``annotate(operator)`` when given)."""
+        ``annotate(operator)`` when given). An operator read by several others is shown
+        in full once; later readers show its number (the text stays linear in the circuit)."""
         lines = [f"view {self.view}: output change consolidated into the view's trace"]
         number = {op.fingerprint: i for i, op in enumerate(self.operators)}
+        shown: set[str] = set()
 
         def show(op: Operator, depth: int) -> None:
+            indent = "  " * depth
+            if op.fingerprint in shown and op.inputs:
+                lines.append(f"{indent}#{number[op.fingerprint]} (shown above)")
+                return
+            shown.add(op.fingerprint)
             names = ", ".join(op.schema.names)
-            line = f"{'  ' * depth}#{number[op.fingerprint]} {op.label()}  -> [{names}]"
+            line = f"{indent}#{number[op.fingerprint]} {op.label()}  -> [{names}]"
             lines.append(f"{line}  {annotate(op)}" if annotate else line)
             for child in op.inputs:
                 show(child, depth + 1)

@@ -132,6 +132,16 @@ class EpochRunner:
             self.empty.discard(result)
         return result
 
+    def value(self, op: Operator, sql: str) -> object:
+        start = time.perf_counter()
+        try:
+            row = self.con.execute(sql).fetchone()
+        except duckdb.Error as error:
+            raise ExecutionError(f"evaluating a view failed: {error}") from error
+        if self.profile is not None:
+            self.profile.record(self._view, op.fingerprint, time.perf_counter() - start, 0)
+        return row[0] if row else None
+
     def append(self, trace: str, rows: str) -> None:
         if rows not in self.empty:  # appending nothing would still cost a statement
             self.commits.append((trace, rows))

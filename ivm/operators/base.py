@@ -34,6 +34,7 @@ from functools import cached_property
 from typing import ClassVar, Protocol
 
 from ivm.plan.node import Plan
+from ivm.plan.sql import empty_relation
 from ivm.schema import Schema
 
 STATE_FORMAT = 2
@@ -95,6 +96,11 @@ class Run(Protocol):
 
     def append(self, trace: str, rows: str) -> None:
         """Append ``rows`` to ``trace`` once every view has computed its change."""
+        ...
+
+    def value(self, op: Operator, sql: str) -> object:
+        """Run ``sql`` (one row, one column) now for ``op`` and return its value: for a
+        choice between two ways of computing a change (a TopK's refill)."""
         ...
 
 
@@ -169,6 +175,15 @@ class Operator:
         result = self.linear_sql([run.integral(i) for i in self.inputs])
         assert result is not None
         return result
+
+    def global_input_change(self, run: Run) -> str | None:
+        """The first input's change, for an operator with output over no rows (a global
+        aggregate's one row): when a view's state starts, an input without rows has no
+        change, yet the operator must emit that output, so it sees an empty change."""
+        change = run.change(self.inputs[0])
+        if change is None and run.backfill:
+            return empty_relation(self.inputs[0].schema)
+        return change
 
     # -- linear operators --------------------------------------------------------------------
 

@@ -84,7 +84,7 @@ class InvertibleAggregate(Operator):
     # -- computation -------------------------------------------------------------------------
 
     def change(self, run: Run) -> str | None:
-        delta = run.change(self.inputs[0])
+        delta = run.change(self.inputs[0]) if self.aggregate.keys else self.global_input_change(run)
         if delta is None:
             return None
         trace = run.trace(self, VERSIONS)

@@ -73,7 +73,7 @@ class PerKey(Operator):
     # -- computation -------------------------------------------------------------------------
 
     def change(self, run: Run) -> str | None:
-        delta = run.change(self.inputs[0])
+        delta = run.change(self.inputs[0]) if self.keys else self.global_input_change(run)
         if delta is None:
             return None
         names = self.inputs[0].schema.names

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from ivm.operators.aggregate import Aggregate
+from ivm.operators.arrange import Arrange, Arrangement
 from ivm.operators.base import Describe, Operator
 from ivm.operators.difference import Difference, DifferenceOperator
 from ivm.operators.distinct import Distinct, IncrementalDistinct
@@ -22,6 +23,7 @@ from ivm.operators.project import Project, ProjectOperator
 from ivm.operators.running_aggregate import RunningAggregate
 from ivm.operators.scan import Scan, Source
 from ivm.operators.set_operation import IncrementalSetOperation, SetOperation
+from ivm.operators.top_k import IncrementalTopK, TopK
 from ivm.operators.union_all import UnionAll, UnionAllOperator
 from ivm.operators.values import Constant, Values
 from ivm.operators.window import Window, WindowOperator
@@ -61,6 +63,8 @@ REGISTRY: Mapping[type[Plan], Factory] = {
     SetOperation: _plain(IncrementalSetOperation),
     Guard: _plain(IncrementalGuard),
     Values: _plain(Constant),
+    TopK: _plain(IncrementalTopK),
+    Arrange: _plain(Arrangement),
     Window: _plain(WindowOperator),
     DistinctOn: _plain(FirstPerKey),
 }

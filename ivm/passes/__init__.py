@@ -12,11 +12,13 @@ from collections.abc import Callable
 from typing import Any
 
 from ivm.circuit.circuit import Circuit
+from ivm.passes.arrange_shared import arrange_shared
 from ivm.passes.binary_joins import binary_joins
+from ivm.passes.split_top_k import split_top_k
 
 Pass = Callable[..., Circuit]
 
-PASSES: tuple[Pass, ...] = (binary_joins,)
+PASSES: tuple[Pass, ...] = (binary_joins, split_top_k, arrange_shared)
 """Every circuit pass, in the order they run."""
 
 

@@ -102,9 +102,12 @@ def decorrelate(
     if found is not None:
         construct = ctx.locator.describe(f"{found[0]} in a correlated subquery", found[1])
         raise UnsupportedSQL(f"{construct} is not supported")
-    if not isinstance(node, exp.Select):
+    limited = node.args.get("limit") is not None or node.args.get("offset") is not None
+    if not isinstance(node, exp.Select) or limited:
+        # Planned whole: a set operation, or a LIMIT that applies to the query's rows.
         if outer_columns:
-            construct = ctx.locator.describe("correlated set operation in a subquery", node)
+            what = "LIMIT / OFFSET" if limited else "set operation"
+            construct = ctx.locator.describe(f"correlated {what} in a subquery", node)
             raise UnsupportedSQL(f"{construct} is not supported")
         return _renamed(ctx, alias, ctx.query(node, scope), [], None)
     where = node.args.get("where")

@@ -17,6 +17,7 @@ from ivm.sql_frontend.planner.context import Context, Scope
 from ivm.sql_frontend.planner.ctes import with_ctes
 from ivm.sql_frontend.planner.naming import ref
 from ivm.sql_frontend.planner.select import plan_select
+from ivm.sql_frontend.planner.top_k import limited, ordering_of
 from ivm.sql_frontend.planner.values import plan_values
 
 
@@ -56,12 +57,14 @@ def plan_set_operation(ctx: Context, node: exp.SetOperation, scope: Scope) -> Pl
     parts = tuple(conform(ctx, p, target) for p in (left, right))
     if name != "UNION":
         operation = name if distinct else f"{name} ALL"
-        return ctx.typed(SetOperation(schema=target, left=parts[0], right=parts[1],
-                                      operation=operation))
-    result = ctx.typed(UnionAll(schema=target, parts=parts))
-    if distinct:
-        result = ctx.typed(Distinct(schema=result.schema, input=result))
-    return result
+        result = ctx.typed(SetOperation(schema=target, left=parts[0], right=parts[1],
+                                        operation=operation))
+    else:
+        result = ctx.typed(UnionAll(schema=target, parts=parts))
+        if distinct:
+            result = ctx.typed(Distinct(schema=result.schema, input=result))
+    outputs = [(n, ref(n)) for n in result.schema.names]
+    return limited(ctx, result, ordering_of(ctx, node, outputs, can_hide=False))
 
 
 def _operation(node: exp.SetOperation) -> str:

@@ -1,5 +1,5 @@
 """One SELECT: FROM → WHERE → GROUP BY / aggregates → HAVING → windows, QUALIFY, DISTINCT ON →
-SELECT list → DISTINCT."""
+SELECT list → DISTINCT → ORDER BY … LIMIT / OFFSET."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from ivm.sql_frontend.planner.subqueries import (
     plan_where,
     with_values,
 )
+from ivm.sql_frontend.planner.top_k import limited, ordering_of
 from ivm.sql_frontend.planner.windows import distinct_on, plan_windows, window_operands
 
 
@@ -41,6 +42,9 @@ def plan_select(ctx: Context, node: exp.Select, scope: Scope) -> Plan:
         predicate = rename_columns(where.this)
         plan = ctx.typed(Filter(schema=plan.schema, input=plan, predicate=predicate))
     raw = [(e.alias_or_name, e.unalias()) for e in node.expressions]
+    hide = node.args.get("distinct") is None or distinct_on(node) is not None
+    ordering = ordering_of(ctx, node, raw, can_hide=hide)
+    raw += ordering.hidden if ordering is not None else []
     raw += window_operands(node)  # QUALIFY, DISTINCT ON: planned with the SELECT list
     having = node.args.get("having")
     group = node.args.get("group")
@@ -70,7 +74,7 @@ def plan_select(ctx: Context, node: exp.Select, scope: Scope) -> Plan:
     plan = ctx.typed(Project(schema=plan.schema, input=plan, exprs=exprs))
     if node.args.get("distinct") is not None and distinct_on(node) is None:
         plan = ctx.typed(Distinct(schema=plan.schema, input=plan))
-    return plan
+    return limited(ctx, plan, ordering)
 
 
 def _group_resolver(keys: list[exp.Expression]) -> Resolve:

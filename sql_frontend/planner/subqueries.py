@@ -296,7 +296,7 @@ def _scalar(
         query = query.this
     if (
         isinstance(query, exp.Select) and len(query.expressions) == 1
-        and not query.args.get("group") and not query.args.get("having")
+        and not any(query.args.get(a) for a in ("group", "having", "limit", "offset"))
         and has_aggregate(query.expressions[0])
     ):
         inner = decorrelate(ctx, resolve, query, scope, aggregate=True)

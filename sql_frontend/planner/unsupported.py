@@ -17,9 +17,6 @@ from ivm.sql_frontend.planner.windows import check_window
 from ivm.sql_frontend.positions import Locator
 
 UNSUPPORTED_NODES: dict[type[exp.Expression], str] = {
-    exp.Limit: "LIMIT",
-    exp.Offset: "OFFSET",
-    exp.Fetch: "FETCH",
     exp.Lateral: "LATERAL",
     exp.Unnest: "UNNEST",
     exp.Pivot: "PIVOT",

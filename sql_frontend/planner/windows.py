@@ -182,7 +182,8 @@ def window_operands(select: exp.Select) -> Outputs:
 def plan_windows(ctx: Context, select: exp.Select, plan: Plan, outputs: Outputs
                  ) -> tuple[Plan, Outputs]:
     """``plan`` with the windows, QUALIFY and DISTINCT ON of ``select`` planned over it, and
-    its SELECT list (``outputs``, followed by ``window_operands``) rewritten over them."""
+    ``outputs`` (its SELECT list and ORDER BY's hidden columns, then ``window_operands``)
+    rewritten over them, without the window operands."""
     windows: dict[str, exp.Window] = {}
     for _, expression in outputs:
         for node in in_scope(expression):
@@ -191,7 +192,8 @@ def plan_windows(ctx: Context, select: exp.Select, plan: Plan, outputs: Outputs
     if windows:
         plan, columns = _windows(ctx, plan, list(windows.values()))
         outputs = [(name, _read(e, columns)) for name, e in outputs]
-    selected, extras = outputs[: len(select.expressions)], dict(outputs[len(select.expressions):])
+    kept = len(outputs) - len(window_operands(select))
+    selected, extras = outputs[:kept], dict(outputs[kept:])
     if QUALIFY in extras:
         plan = ctx.typed(Filter(schema=plan.schema, input=plan, predicate=extras[QUALIFY]))
     keys = [e for name, e in extras.items() if name.startswith("__dk")]

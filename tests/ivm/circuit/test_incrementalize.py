@@ -12,8 +12,10 @@ from ivm.circuit.circuit import Circuit
 from ivm.circuit.incrementalize import incrementalize
 from ivm.execution.embedded import describe
 from ivm.operators.aggregate import Aggregate, AggregateCall
+from ivm.operators.arrange import Arrange
 from ivm.operators.difference import Difference
 from ivm.operators.distinct import Distinct, IncrementalDistinct
+from ivm.operators.distinct_on import DistinctOn
 from ivm.operators.filter import Filter, FilterOperator
 from ivm.operators.group_recompute import GroupRecompute
 from ivm.operators.guard import Guard
@@ -24,8 +26,10 @@ from ivm.operators.registry import REGISTRY
 from ivm.operators.running_aggregate import RunningAggregate
 from ivm.operators.scan import Scan, Source
 from ivm.operators.set_operation import SetOperation
+from ivm.operators.top_k import TopK
 from ivm.operators.union_all import UnionAll, UnionAllOperator
 from ivm.operators.values import Values
+from ivm.operators.window import Window
 from ivm.plan.node import Plan
 from ivm.schema import Column, Schema
 
@@ -104,7 +108,7 @@ def test_node_types_map_to_their_registered_operators():
     assert set(REGISTRY) == {
         Scan, Filter, Project, UnionAll, Join, Aggregate, Distinct, SetOperation, Difference,
         Guard,
-        Values,
+        Values, TopK, Arrange, Window, DistinctOn,
     }
     assert circuit.output.node is root
 

@@ -1,0 +1,134 @@
+"""ORDER BY … LIMIT / OFFSET: the rows a query keeps, as a ``TopK`` node.
+
+ORDER BY decides a query's contents only with LIMIT or OFFSET; without them it is
+ignored, as a view's top-level ORDER BY always is. Each ORDER BY term is an output
+column: by name or position, by an expression the SELECT list already computes, or
+else a *hidden* column the SELECT list computes for it (also an aggregate in a
+grouped query) and that is projected away after the TopK. Ties are broken by the
+output columns (``ivm.operators.top_k``), so the result is deterministic.
+
+``OFFSET m`` without LIMIT keeps every row after the first m: the input minus its
+TopK of m rows (a linear ``Difference``). LIMIT without ORDER BY picks arbitrary
+rows, which maintenance could not reproduce: it is refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from ivm.errors import SqlError, UnsupportedSQL
+from ivm.operators.difference import Difference
+from ivm.operators.project import Project
+from ivm.operators.top_k import SortKey, TopK
+from ivm.plan.node import Plan
+from ivm.sql_frontend.planner.context import Context
+from ivm.sql_frontend.planner.grouping import sql_text
+from ivm.sql_frontend.planner.naming import ref
+
+Output = tuple[str, exp.Expression]
+"""A SELECT list entry: its name and expression."""
+
+
+@dataclass
+class Ordering:
+    """A query's ORDER BY … LIMIT / OFFSET, its terms as output positions."""
+
+    terms: list[tuple[int, bool, bool]]
+    """(output position, descending, NULLS FIRST) per ORDER BY term."""
+    limit: int | None
+    offset: int
+    hidden: list[Output] = field(default_factory=list)
+    """Outputs computed only for ORDER BY (after the visible ones)."""
+
+
+def ordering_of(
+    ctx: Context, node: exp.Query, outputs: list[Output], *, can_hide: bool
+) -> Ordering | None:
+    """``node``'s ORDER BY … LIMIT / OFFSET over its ``outputs``; None without LIMIT and
+    OFFSET. ``can_hide``: ORDER BY may use expressions outside the outputs (a plain
+    SELECT; not a set operation or SELECT DISTINCT, where SQL forbids it)."""
+    limit_node, offset_node = node.args.get("limit"), node.args.get("offset")
+    if limit_node is None and offset_node is None:
+        return None
+    order = node.args.get("order")
+    if order is None or not order.expressions:
+        clause = limit_node if limit_node is not None else offset_node
+        construct = ctx.locator.describe("LIMIT / OFFSET without ORDER BY", clause)
+        raise UnsupportedSQL(
+            f"{construct} is not supported: it keeps arbitrary rows, which maintenance "
+            "could not reproduce; add an ORDER BY that decides which rows"
+        )
+    limit = _count(ctx, limit_node) if limit_node is not None else None
+    offset = _count(ctx, offset_node) if offset_node is not None else 0
+    ordering = Ordering([], limit, offset)
+    texts = {sql_text(e): i for i, (_, e) in enumerate(outputs)}
+    names = {name.lower(): i for i, (name, _) in enumerate(outputs)}
+    for term in order.expressions:
+        descending = bool(term.args.get("desc"))
+        nulls_first = bool(term.args.get("nulls_first"))
+        expression = term.this
+        if isinstance(expression, exp.Var) and expression.name.upper() == "ALL":
+            ordering.terms += [(i, descending, nulls_first) for i in range(len(outputs))]
+            continue
+        position = _position(expression, names, texts, len(outputs))
+        if position is None:
+            if not can_hide:
+                construct = ctx.locator.describe("ORDER BY term", expression)
+                raise SqlError(
+                    f"{construct} must be one of the query's output columns here "
+                    "(with SELECT DISTINCT or a set operation)"
+                )
+            position = len(outputs) + len(ordering.hidden)
+            ordering.hidden.append((f"__ivm_order{len(ordering.hidden)}", expression))
+        ordering.terms.append((position, descending, nulls_first))
+    return ordering
+
+
+def limited(ctx: Context, plan: Plan, ordering: Ordering | None) -> Plan:
+    """``plan`` (the outputs, then the hidden ones) cut to the ordering's rows, with the
+    hidden columns projected away."""
+    if ordering is None:
+        return plan
+    names = plan.schema.names
+    keys = tuple(SortKey(names[p], d, n) for p, d, n in ordering.terms)
+    if ordering.limit is not None:
+        result = ctx.typed(TopK(plan.schema, plan, keys, ordering.limit, ordering.offset))
+    else:  # OFFSET alone: everything but the first rows
+        first = ctx.typed(TopK(plan.schema, plan, keys, ordering.offset))
+        result = ctx.typed(Difference(plan.schema, plan, first))
+    if not ordering.hidden:
+        return result
+    visible = names[: len(names) - len(ordering.hidden)]
+    exprs = tuple((n, ref(n)) for n in visible)
+    return ctx.typed(Project(schema=result.schema, input=result, exprs=exprs))
+
+
+def _position(
+    expression: exp.Expression, names: dict[str, int], texts: dict[str, int], count: int
+) -> int | None:
+    """The output an ORDER BY term names: by position, output name or same expression."""
+    if isinstance(expression, exp.Literal) and not expression.is_string:
+        position = int(expression.this) - 1
+        return position if 0 <= position < count else None
+    if isinstance(expression, exp.Column) and not expression.table:
+        found = names.get(expression.name.lower())
+        if found is not None:
+            return found
+    return texts.get(sql_text(expression))
+
+
+def _count(ctx: Context, clause: exp.Expression) -> int:
+    """The row count of a LIMIT, FETCH or OFFSET clause: a non-negative integer literal."""
+    options = clause.args.get("limit_options")
+    if options is not None and (options.args.get("percent") or options.args.get("with_ties")):
+        kind = "PERCENT" if options.args.get("percent") else "WITH TIES"
+        raise UnsupportedSQL(f"{ctx.locator.describe('LIMIT … ' + kind, clause)} is not supported")
+    value = clause.args.get("count") if isinstance(clause, exp.Fetch) else clause.expression
+    if not (isinstance(value, exp.Literal) and not value.is_string and value.this.isdigit()):
+        raise UnsupportedSQL(
+            f"{ctx.locator.describe('LIMIT / OFFSET count', value or clause)} is not supported: "
+            "it must be a non-negative integer literal"
+        )
+    return int(value.this)
