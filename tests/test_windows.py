@@ -180,14 +180,16 @@ CASES: dict[str, Case] = {
     "named": ([T], {
         "named": "SELECT g, o, x, RANK() OVER w AS r, "
                  "SUM(x) OVER (w ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS s2, "
-                 "LAG(x) OVER w2 AS prev, COUNT(*) OVER p AS n FROM t "
+                 "LAG(x) OVER w2 AS prev, COUNT(*) OVER p AS n, "
+                 "CUME_DIST() OVER (p ORDER BY o DESC) AS cd FROM t "
                  "WINDOW p AS (PARTITION BY g), w AS (PARTITION BY g ORDER BY o), "
                  "w2 AS (p ORDER BY x)",
     }, {
         "named": "SELECT g, o, x, RANK() OVER (PARTITION BY g ORDER BY o) AS r, "
                  "SUM(x) OVER (PARTITION BY g ORDER BY o, x, s, f ROWS BETWEEN 1 PRECEDING "
                  "AND CURRENT ROW) AS s2, LAG(x) OVER (PARTITION BY g ORDER BY x, o, s, f) "
-                 "AS prev, COUNT(*) OVER (PARTITION BY g) AS n FROM t",
+                 "AS prev, COUNT(*) OVER (PARTITION BY g) AS n, "
+                 "CUME_DIST() OVER (PARTITION BY g ORDER BY o DESC) AS cd FROM t",
     }),
     "over_aggregates": ([T], {
         "shares": "SELECT g, SUM(x) AS sx, SUM(SUM(x)) OVER () AS total, "
