@@ -16,8 +16,9 @@ demo: $(STAMP)
 	$(BIN)/python examples/quickstart.py
 
 # Two pytest workers: Spark-mode tests mostly wait on the JVM, so two halve the wall time.
+# loadgroup: tests marked with one xdist_group share a worker (test_tpch.py's one workload).
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 2
+	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
 lint: $(STAMP)
 	$(BIN)/ruff check ivm sql_frontend storage views tests examples benchmarks
@@ -31,7 +32,6 @@ bench-spark: $(STAMP)
 # TPC-H refresh benchmark: `make bench-tpch TPCH_SF=0.1` (data cached in benchmarks/.data/).
 TPCH_SF ?= 1
 bench-tpch: $(STAMP)
-	test -x $(BIN)/tpchgen-cli || $(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	$(BIN)/python benchmarks/bench_tpch.py --sf $(TPCH_SF)
 
 clean:
