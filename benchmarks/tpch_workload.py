@@ -106,8 +106,17 @@ PROFILES = {
         ),
     ),
     # The nations the queries name: Q8's BRAZIL, Q20's CANADA, Q7's FRANCE and GERMANY
-    # (Q11's too), Q21's SAUDI ARABIA.
-    "supplier": (("s_nationkey",), ((2,), (3,), (6,), (7,), (20,))),
+    # (Q11's too), Q21's SAUDI ARABIA; Q16 excludes suppliers with complaints.
+    "supplier": (
+        ("s_nationkey", "s_comment"),
+        (
+            (2, "furiously Customer pending Complaints sleep"),
+            (3, "carefully final deposits detect slyly"),
+            (6, "blithely Customer ironic Complaints wake"),
+            (7, "quickly regular accounts boost"),
+            (20, "even packages nag furiously"),
+        ),
+    ),
 }
 """Rows that pass some queries' narrow filters, per table as (columns, values): half of
 the updated rows take one of them, so rows enter those filters (at SF 0.01 no part has
@@ -331,9 +340,13 @@ class Refresh:
     def updated(self, name: str) -> tuple[pa.Table, pa.Table]:
         """``updates`` random rows of ``name`` with new values in ``UPDATED[name]``: another
         row's, or for half of the rows a ``PROFILES`` row's where the table has some.
-        Returns (the weighted batch, the table after it)."""
+        Returns (the weighted batch, the table after it, whose last rows are the new ones)."""
         table, n = self.live[name], self.updates
-        picked = self.rng.choice(table.num_rows, n, replace=False)
+        # Half of them among the rows the last batch updated (the table's last n rows), so
+        # rows that entered a filter leave it again.
+        again = self.rng.choice(np.arange(table.num_rows - n, table.num_rows), n // 2, False)
+        others = self.rng.choice(table.num_rows - n, n - n // 2, replace=False)
+        picked = np.concatenate([again, others])
         old = table.take(pa.array(picked))
         columns = {
             f.name: self.sample(table[f.name], n) if f.name in UPDATED[name] else old[f.name]
