@@ -16,9 +16,8 @@ demo: $(STAMP)
 	$(BIN)/python examples/quickstart.py
 
 # Two pytest workers: Spark-mode tests mostly wait on the JVM, so two halve the wall time.
-# loadgroup: tests marked with one xdist_group share a worker (test_tpch.py's one workload).
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -n 2
 
 lint: $(STAMP)
 	$(BIN)/ruff check ivm sql_frontend storage views tests examples benchmarks
