@@ -31,7 +31,6 @@ bench-spark: $(STAMP)
 # TPC-H refresh benchmark: `make bench-tpch TPCH_SF=0.1` (data cached in benchmarks/.data/).
 TPCH_SF ?= 1
 bench-tpch: $(STAMP)
-	test -x $(BIN)/tpchgen-cli || $(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	$(BIN)/python benchmarks/bench_tpch.py --sf $(TPCH_SF)
 
 clean:

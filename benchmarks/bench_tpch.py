@@ -20,14 +20,18 @@ Measured:
   with ``__w`` weights. The ivm time is the whole ingest call (median). The
   baseline is DuckDB recomputing the query (``CREATE OR REPLACE TABLE r AS
   <query>``) over a plain replica holding the same data (batches applied there
-  by DELETE / INSERT, untimed), once after each batch (median).
+  by DELETE / INSERT, timed apart), once after each batch (median).
 
 After CREATE VIEW and after every batch the view must equal DuckDB's result on
 the replica as a multiset (DOUBLE / REAL within relative tolerance 1e-9, every
 other type exactly, and the same column types): any difference is printed and
-the query is marked WRONG. A query ivm refuses (``ivm.UnsupportedSQL``, also
-after removing its outermost ORDER BY when it has no LIMIT) is listed with the
-first line of the error; an error at ingest is reported and the run goes on.
+the query is marked WRONG. Where a LIMIT cuts through ties DuckDB's answer is
+arbitrary and ivm's is not, so for a query with a LIMIT the replica runs
+``tpch_workload.tie_broken(query)`` (ivm's tie-break: the output columns, in
+order, after the ORDER BY keys). A query ivm refuses (``ivm.UnsupportedSQL``) is
+listed with the first line of the error; an error at ingest is reported and the
+run goes on. Schema, data and batches come from ``tpch_workload.py`` beside this
+file, which ``tests/test_tpch.py`` runs at SF 0.01 too.
 
     .venv/bin/python benchmarks/bench_tpch.py [--sf 1] [--batches 3] [--only q01,q06]
 """
@@ -36,11 +40,8 @@ from __future__ import annotations
 
 import argparse
 import math
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,276 +50,39 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
-import sqlglot
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from tpch_workload import (
+    QUERIES,
+    SMALL_TABLES,
+    Refresh,
+    apply,
+    ddl,
+    generate,
+    queries,
+    read_tables,
+    tie_broken,
+)
 
 import ivm
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_QUERIES = HERE.parent.parent / "shared" / "tpch" / "queries"
 DATA_ROOT = HERE / ".data"
-
-# The TPC-H schema with the column types tpchgen-cli writes (int32 columns as INTEGER).
-COLUMNS = {
-    "region": "r_regionkey BIGINT, r_name VARCHAR, r_comment VARCHAR",
-    "nation": "n_nationkey BIGINT, n_name VARCHAR, n_regionkey BIGINT, n_comment VARCHAR",
-    "part": (
-        "p_partkey BIGINT, p_name VARCHAR, p_mfgr VARCHAR, p_brand VARCHAR, p_type VARCHAR, "
-        "p_size INTEGER, p_container VARCHAR, p_retailprice DECIMAL(15,2), p_comment VARCHAR"
-    ),
-    "supplier": (
-        "s_suppkey BIGINT, s_name VARCHAR, s_address VARCHAR, s_nationkey BIGINT, "
-        "s_phone VARCHAR, s_acctbal DECIMAL(15,2), s_comment VARCHAR"
-    ),
-    "partsupp": (
-        "ps_partkey BIGINT, ps_suppkey BIGINT, ps_availqty INTEGER, "
-        "ps_supplycost DECIMAL(15,2), ps_comment VARCHAR"
-    ),
-    "customer": (
-        "c_custkey BIGINT, c_name VARCHAR, c_address VARCHAR, c_nationkey BIGINT, "
-        "c_phone VARCHAR, c_acctbal DECIMAL(15,2), c_mktsegment VARCHAR, c_comment VARCHAR"
-    ),
-    "orders": (
-        "o_orderkey BIGINT, o_custkey BIGINT, o_orderstatus VARCHAR, "
-        "o_totalprice DECIMAL(15,2), o_orderdate DATE, o_orderpriority VARCHAR, "
-        "o_clerk VARCHAR, o_shippriority INTEGER, o_comment VARCHAR"
-    ),
-    "lineitem": (
-        "l_orderkey BIGINT, l_partkey BIGINT, l_suppkey BIGINT, l_linenumber INTEGER, "
-        "l_quantity DECIMAL(15,2), l_extendedprice DECIMAL(15,2), l_discount DECIMAL(15,2), "
-        "l_tax DECIMAL(15,2), l_returnflag VARCHAR, l_linestatus VARCHAR, l_shipdate DATE, "
-        "l_commitdate DATE, l_receiptdate DATE, l_shipinstruct VARCHAR, l_shipmode VARCHAR, "
-        "l_comment VARCHAR"
-    ),
-}
-KEYS = {
-    "region": "r_regionkey",
-    "nation": "n_nationkey",
-    "part": "p_partkey",
-    "supplier": "s_suppkey",
-    "partsupp": "ps_partkey, ps_suppkey",
-    "customer": "c_custkey",
-    "orders": "o_orderkey",
-    "lineitem": "l_orderkey, l_linenumber",
-}
-SMALL_TABLES = ("region", "nation", "part", "supplier", "partsupp", "customer")
-
-# The spec's date constants (days since 1970-01-01) and value domains.
-START_DATE = 8035  # 1992-01-01
-CURRENT_DATE = 9298  # 1995-06-17
-END_DATE = 10591  # 1998-12-31
-PRIORITIES = np.array(["1-URGENT", "2-HIGH", "3-MEDIUM", "4-NOT SPECIFIED", "5-LOW"])
-INSTRUCTIONS = np.array(["DELIVER IN PERSON", "COLLECT COD", "NONE", "TAKE BACK RETURN"])
-MODES = np.array(["REG AIR", "AIR", "RAIL", "SHIP", "TRUCK", "MAIL", "FOB"])
 FLOAT_TOLERANCE = 1e-9
 
 
-def ddl(lineitem_key: bool) -> str:
-    """The eight CREATE TABLE statements."""
-    statements = []
-    for name, columns in COLUMNS.items():
-        key = f", PRIMARY KEY ({KEYS[name]})" if name != "lineitem" or lineitem_key else ""
-        statements.append(f"CREATE TABLE {name} ({columns}{key});")
-    return "\n".join(statements)
-
-
-# --- data ------------------------------------------------------------------------------
-
-
-def generate(sf: float, console: Console) -> Path:
+def data_folder(sf: float, console: Console) -> Path:
     """The cached data directory for ``sf``, generated with tpchgen-cli when missing."""
     target = DATA_ROOT / f"tpch-sf{sf:g}"
-    if all((target / f"{t}.parquet").exists() for t in COLUMNS):
-        return target
-    tool = shutil.which("tpchgen-cli") or str(Path(sys.executable).parent / "tpchgen-cli")
-    if not Path(tool).exists():
-        sys.exit("tpchgen-cli not found: pip install tpchgen-cli (or pip install -e '.[bench]')")
-    DATA_ROOT.mkdir(exist_ok=True)
     start = time.perf_counter()
-    scratch = Path(tempfile.mkdtemp(dir=DATA_ROOT, prefix=f"{target.name}-partial-"))
-    try:  # generated aside and renamed, so a cut-short run never looks cached
-        subprocess.run([tool, "parquet", "-s", f"{sf:g}", "--output-dir", scratch], check=True)
-        shutil.rmtree(target, ignore_errors=True)
-        scratch.rename(target)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    console.print(f"generated TPC-H SF{sf:g} in {time.perf_counter() - start:.1f} s → {target}")
+    try:
+        made = generate(sf, target)
+    except FileNotFoundError as error:
+        sys.exit(f"{error} (or pip install -e '.[bench]')")
+    if made:
+        console.print(f"generated TPC-H SF{sf:g} in {time.perf_counter() - start:.1f} s → {target}")
     return target
-
-
-def conform(table: pa.Table, schema: pa.Schema, name: str) -> pa.Table:
-    """``table`` with string_view columns as plain strings, checked against the DDL's types."""
-    columns = []
-    for target in schema:
-        column = table[target.name]
-        if pa.types.is_string_view(column.type):
-            column = pc.cast(column, pa.string())
-        if column.type != target.type:
-            sys.exit(f"{name}.{target.name}: data has {column.type}, the DDL says {target.type}")
-        columns.append(column.combine_chunks())
-    if table.num_columns != len(schema):
-        sys.exit(f"{name}: data has columns {table.column_names}, the DDL {schema.names}")
-    return pa.Table.from_arrays(columns, schema=schema)
-
-
-def decimal_from_cents(cents: np.ndarray, type_: pa.DataType) -> pa.Array:
-    """A decimal128 array (scale 2) whose unscaled values are ``cents``."""
-    low = cents.astype(np.int64)
-    words = np.column_stack([low, np.where(low < 0, -1, 0).astype(np.int64)]).ravel()
-    return pa.Array.from_buffers(type_, len(low), [None, pa.py_buffer(words.tobytes())])
-
-
-def cents_of(column: pa.ChunkedArray) -> np.ndarray:
-    """The unscaled values of a decimal128 column (which fit in 64 bits)."""
-    array = column.combine_chunks()
-    words = np.frombuffer(array.buffers()[1], dtype=np.int64, count=2 * (array.offset + len(array)))
-    return words[2 * array.offset :: 2].copy()
-
-
-def dates(days: np.ndarray) -> pa.Array:
-    return pa.array(days.astype(np.int32)).cast(pa.date32())
-
-
-@dataclass
-class Batch:
-    """One refresh batch (RF1 + RF2) and the live rows once it is applied."""
-
-    tables: dict[str, pa.Table]
-    orders_after: pa.Table
-    lineitem_after: pa.Table
-
-
-class Refresh:
-    """TPC-H's refresh functions over the live orders and lineitems (vectorized)."""
-
-    def __init__(self, data: dict[str, pa.Table], seed: int = 7) -> None:
-        self.rng = np.random.default_rng(seed)
-        self.orders = data["orders"]
-        self.lineitem = data["lineitem"]
-        self.size = max(1, round(0.001 * self.orders.num_rows))
-        self.next_key = int(pc.max(self.orders["o_orderkey"]).as_py()) + 1
-        partsupp = data["partsupp"]
-        self.ps_part = partsupp["ps_partkey"].to_numpy()
-        self.ps_supp = partsupp["ps_suppkey"].to_numpy()
-        part_keys = data["part"]["p_partkey"].to_numpy()
-        self.price = np.zeros(part_keys.max() + 1, dtype=np.int64)
-        self.price[part_keys] = cents_of(data["part"]["p_retailprice"])
-        customers = data["customer"]["c_custkey"].to_numpy()
-        self.customers = customers[customers % 3 != 0]  # the spec's customers with orders
-        # Free text is drawn from the loaded rows (keeps LIKE filters' selectivity).
-        self.order_comments = self.orders["o_comment"]
-        self.line_comments = self.lineitem["l_comment"]
-        self.clerks = self.orders["o_clerk"]
-
-    def sample(self, column: pa.ChunkedArray, n: int) -> pa.Array:
-        return column.take(pa.array(self.rng.integers(0, len(column), n))).combine_chunks()
-
-    def new_rows(self) -> tuple[pa.Table, pa.Table]:
-        """RF1: ``size`` new orders with 1–7 lineitems each."""
-        rng, n = self.rng, self.size
-        keys = np.arange(self.next_key, self.next_key + n, dtype=np.int64)
-        counts = rng.integers(1, 8, n)
-        m = int(counts.sum())
-        owner = np.repeat(np.arange(n), counts)
-        starts = np.cumsum(counts) - counts
-        order_date = rng.integers(START_DATE, END_DATE - 151 + 1, n)
-        pick = rng.integers(0, len(self.ps_part), m)
-        partkey, suppkey = self.ps_part[pick], self.ps_supp[pick]
-        quantity = rng.integers(1, 51, m)
-        extended = quantity * self.price[partkey]
-        discount, tax = rng.integers(0, 11, m), rng.integers(0, 9, m)
-        ship = order_date[owner] + rng.integers(1, 122, m)
-        commit = order_date[owner] + rng.integers(30, 91, m)
-        receipt = ship + rng.integers(1, 31, m)
-        returnflag = np.where(receipt <= CURRENT_DATE, np.where(rng.random(m) < 0.5, "R", "A"), "N")
-        linestatus = np.where(ship > CURRENT_DATE, "O", "F")
-        finished = np.bincount(owner, weights=linestatus == "F", minlength=n)
-        status = np.where(finished == counts, "F", np.where(finished == 0, "O", "P"))
-        charge = np.add.reduceat(extended * (100 + tax) * (100 - discount), starts)
-        money = self.orders.schema.field("o_totalprice").type
-        orders = pa.Table.from_arrays(
-            [
-                pa.array(keys),
-                pa.array(rng.choice(self.customers, n)),
-                pa.array(status),
-                decimal_from_cents((charge + 5000) // 10000, money),
-                dates(order_date),
-                pa.array(PRIORITIES[rng.integers(0, len(PRIORITIES), n)]),
-                self.sample(self.clerks, n),
-                pa.array(np.zeros(n, dtype=np.int32)),
-                self.sample(self.order_comments, n),
-            ],
-            schema=self.orders.schema,
-        )
-        lineitem = pa.Table.from_arrays(
-            [
-                pa.array(keys[owner]),
-                pa.array(partkey),
-                pa.array(suppkey),
-                pa.array((np.arange(m) - starts[owner] + 1).astype(np.int32)),
-                decimal_from_cents(quantity * 100, money),
-                decimal_from_cents(extended, money),
-                decimal_from_cents(discount, money),
-                decimal_from_cents(tax, money),
-                pa.array(returnflag),
-                pa.array(linestatus),
-                dates(ship),
-                dates(commit),
-                dates(receipt),
-                pa.array(INSTRUCTIONS[rng.integers(0, len(INSTRUCTIONS), m)]),
-                pa.array(MODES[rng.integers(0, len(MODES), m)]),
-                self.sample(self.line_comments, m),
-            ],
-            schema=self.lineitem.schema,
-        )
-        return orders, lineitem
-
-    def next(self) -> Batch:
-        """RF1 + RF2 as one weighted batch; nothing changes until ``commit``."""
-        new_orders, new_lines = self.new_rows()
-        picked = self.rng.choice(self.orders.num_rows, self.size, replace=False)
-        old_orders = self.orders.take(pa.array(picked))
-        keep = np.ones(self.orders.num_rows, dtype=bool)
-        keep[picked] = False
-        gone = pc.is_in(
-            self.lineitem["l_orderkey"], value_set=old_orders["o_orderkey"].combine_chunks()
-        )
-        old_lines = self.lineitem.filter(gone)
-        return Batch(
-            tables={
-                "orders": weighted(old_orders, new_orders),
-                "lineitem": weighted(old_lines, new_lines),
-            },
-            orders_after=pa.concat_tables([self.orders.filter(pa.array(keep)), new_orders]),
-            lineitem_after=pa.concat_tables([self.lineitem.filter(pc.invert(gone)), new_lines]),
-        )
-
-    def commit(self, batch: Batch) -> None:
-        self.orders, self.lineitem = batch.orders_after, batch.lineitem_after
-        self.next_key += self.size
-
-
-def weighted(deleted: pa.Table, inserted: pa.Table) -> pa.Table:
-    """A Z-set: ``deleted`` with weight −1, ``inserted`` with +1."""
-    minus = deleted.append_column("__w", pa.array(np.full(deleted.num_rows, -1, dtype=np.int64)))
-    plus = inserted.append_column("__w", pa.array(np.ones(inserted.num_rows, dtype=np.int64)))
-    return pa.concat_tables([minus, plus]).combine_chunks()
-
-
-def apply_to_replica(con: duckdb.DuckDBPyConnection, batch: Batch) -> None:
-    """Keep the plain DuckDB replica equal to ivm's tables (not timed)."""
-    con.register("b_orders", batch.tables["orders"])
-    con.register("b_lineitem", batch.tables["lineitem"])
-    gone = "(SELECT o_orderkey FROM b_orders WHERE __w < 0)"
-    con.execute(f"DELETE FROM lineitem WHERE l_orderkey IN {gone}")
-    con.execute(f"DELETE FROM orders WHERE o_orderkey IN {gone}")
-    con.execute("INSERT INTO orders SELECT * EXCLUDE (__w) FROM b_orders WHERE __w > 0")
-    con.execute("INSERT INTO lineitem SELECT * EXCLUDE (__w) FROM b_lineitem WHERE __w > 0")
-    con.unregister("b_orders")
-    con.unregister("b_lineitem")
 
 
 # --- exactness -------------------------------------------------------------------------
@@ -377,27 +141,14 @@ def difference(ours: pa.Table, theirs: pa.Table) -> str | None:
 
 
 def load_queries(folder: Path, only: str | None) -> list[tuple[str, str]]:
-    files = sorted(folder.glob("q*.sql"))
-    if not files:
+    """The queries of ``folder`` (all, or those ``only`` names), as (name, SQL)."""
+    found = queries(folder)
+    if not found:
         sys.exit(f"no q*.sql files in {folder}")
-    wanted = {q.strip().lower() for q in only.split(",")} if only else None
-    queries = []
-    for path in files:
-        name = path.stem.lower()
-        if wanted is None or name in wanted:
-            queries.append((name, path.read_text().strip().rstrip(";").rstrip()))
-    if wanted and (missing := wanted - {n for n, _ in queries}):
+    wanted = {q.strip().lower() for q in only.split(",")} if only else set(found)
+    if missing := wanted - set(found):
         sys.exit(f"no such queries in {folder}: {', '.join(sorted(missing))}")
-    return queries
-
-
-def without_order_by(sql: str) -> str | None:
-    """``sql`` without its outermost ORDER BY; None when it has none or has a LIMIT."""
-    tree = sqlglot.parse_one(sql, read="duckdb")
-    if tree.args.get("limit") or not tree.args.get("order"):
-        return None
-    tree.set("order", None)
-    return tree.sql(dialect="duckdb", pretty=True)
+    return [(name, sql) for name, sql in found.items() if name in wanted]
 
 
 def describe(error: BaseException) -> str:
@@ -421,38 +172,23 @@ class Result:
     wrong: list[str] = field(default_factory=list)
     delta_rows: list[int] = field(default_factory=list)
     failed: bool = False
-    changed_sql: bool = False
 
     @property
     def measured(self) -> bool:
         return bool(self.ivm) and not self.failed
 
 
-def create_view(db: ivm.Session, name: str, sql: str, result: Result) -> str | None:
-    """CREATE VIEW ``name``: the SQL it was created with, or None (``result`` says why)."""
+def create_view(db: ivm.Session, name: str, sql: str, result: Result) -> bool:
+    """CREATE VIEW ``name``: whether it was created (else ``result`` says why)."""
     try:
         db.execute(f"CREATE VIEW {name} AS {sql}")
-        return sql
+        return True
     except ivm.UnsupportedSQL as error:
-        refusal = error
+        result.note = f"refused: {first_line(error)}"
     except Exception as error:  # noqa: BLE001 - reported, the run goes on
         result.note = f"error at CREATE: {type(error).__name__}: {first_line(error)}"
         result.failed = True
-        return None
-    stripped = without_order_by(sql)
-    if stripped is not None:
-        try:
-            db.execute(f"CREATE VIEW {name} AS {stripped}")
-            result.changed_sql = True
-            return stripped
-        except ivm.UnsupportedSQL as error:
-            refusal = error
-        except Exception as error:  # noqa: BLE001
-            result.note = f"error at CREATE: {type(error).__name__}: {first_line(error)}"
-            result.failed = True
-            return None
-    result.note = f"refused: {first_line(refusal)}"
-    return None
+    return False
 
 
 def check(
@@ -477,13 +213,13 @@ def run_query(
 ) -> Result:
     result = Result(name)
     start = time.perf_counter()
-    view_sql = create_view(db, name, sql, result)
-    if view_sql is None:
+    if not create_view(db, name, sql, result):
         console.print(f"{name}: {escape(result.note.split(' (at line ')[0])}")
         return result
     result.create = time.perf_counter() - start
+    reference = tie_broken(sql)  # ivm's answer where a LIMIT cuts through ties
     try:
-        replica.execute(f"CREATE OR REPLACE TABLE r AS {view_sql}")
+        replica.execute(f"CREATE OR REPLACE TABLE r AS {reference}")
         check(console, db, replica, result, "after CREATE VIEW")
         for number in range(1, batches + 1):
             batch = refresh.next()
@@ -501,10 +237,10 @@ def run_query(
                 console.print(escape(db.explain(name, analyze=True)))
             refresh.commit(batch)
             start = time.perf_counter()
-            apply_to_replica(replica, batch)
+            apply(replica, batch.tables)
             result.apply.append(time.perf_counter() - start)
             start = time.perf_counter()
-            replica.execute(f"CREATE OR REPLACE TABLE r AS {view_sql}")
+            replica.execute(f"CREATE OR REPLACE TABLE r AS {reference}")
             result.recompute.append(time.perf_counter() - start)
             check(console, db, replica, result, f"after batch {number}")
     except Exception as error:  # noqa: BLE001 - e.g. db.read failing: reported, the run goes on
@@ -576,7 +312,7 @@ def report(console: Console, results: list[Result], title: str) -> None:
         if r.measured:
             speedups.append(rec / inc)
             with_apply.append(both / inc)
-        note = r.note or ("outermost ORDER BY removed" if r.changed_sql else "")
+        note = r.note
         table.add_row(
             r.name,
             create,
@@ -612,7 +348,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sf", type=float, default=1.0, help="TPC-H scale factor (default 1)")
     parser.add_argument("--batches", type=int, default=3, help="refresh batches per query")
-    parser.add_argument("--queries", type=Path, default=DEFAULT_QUERIES, help="folder of q*.sql")
+    parser.add_argument("--queries", type=Path, default=QUERIES, help="folder of q*.sql")
     parser.add_argument("--only", help="comma-separated query names, e.g. q01,q06")
     parser.add_argument(
         "--no-lineitem-key", action="store_true", help="declare lineitem without a primary key"
@@ -623,15 +359,11 @@ def main() -> None:
     args = parser.parse_args()
     console = Console(width=None if sys.stdout.isatty() else 140)
     began = time.perf_counter()
-    queries = load_queries(args.queries, args.only)
-    folder = generate(args.sf, console)
+    selected = load_queries(args.queries, args.only)
+    data = read_tables(data_folder(args.sf, console))
 
     db = ivm.connect()
     db.execute(ddl(lineitem_key=not args.no_lineitem_key))
-    data = {
-        name: conform(pq.read_table(folder / f"{name}.parquet"), db.tables[name].arrow_schema, name)
-        for name in COLUMNS
-    }
     bulk_load(console, db, data)
 
     replica = duckdb.connect()
@@ -648,7 +380,7 @@ def main() -> None:
 
     results = [
         run_query(console, db, replica, refresh, name, sql, args.batches, args.profile)
-        for name, sql in queries
+        for name, sql in selected
     ]
     key = "lineitem without a key" if args.no_lineitem_key else "primary keys on every table"
     report(

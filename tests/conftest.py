@@ -5,7 +5,9 @@ The project root goes on ``sys.path`` too: with ``tests/`` on the path, the test
 folders ``tests/ivm`` & co. (no ``__init__.py``) would otherwise be found as
 namespace packages named ``ivm``… whenever pytest runs without the root on the
 path (e.g. ``.venv/bin/pytest`` from another directory). A regular package
-anywhere on the path wins over a namespace package.
+anywhere on the path wins over a namespace package. ``benchmarks/`` goes last on the path,
+for ``tpch_workload``, the TPC-H data and batches that the benchmark and
+``test_tpch.py`` share.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ TESTS = Path(__file__).resolve().parent
 for folder in (str(TESTS.parent), str(TESTS)):
     if folder not in sys.path:
         sys.path.insert(0, folder)
+if str(TESTS.parent / "benchmarks") not in sys.path:
+    sys.path.append(str(TESTS.parent / "benchmarks"))
 
 
 from oracle.spark import SPARK_PARTITIONS  # noqa: E402 - needs the paths above
