@@ -55,12 +55,6 @@ SPARK_QUERIES = ("q03", "q13", "q18", "q22")
 EXISTS beside a scalar subquery (each Spark epoch costs seconds: a stage is a job)."""
 SPARK_BATCHES = 2
 
-LIMIT_PENDING = ("q02", "q03", "q10", "q18", "q21")
-"""Refused today only for their LIMIT: while refused (``ivm.UnsupportedSQL``), their
-subtests xfail; once they plan they are checked like every other. Empty this when the
-TopK operator lands (this session)."""
-
-
 @dataclass
 class Outcome:
     """What happened to one query's view over the whole workload."""
@@ -180,10 +174,7 @@ def test_tpch_queries_on_spark(
 
 
 def report(outcomes: dict[str, Outcome], subtests: pytest.Subtests) -> None:
-    """One subtest per query: passed, failed with its differences, or (a LIMIT query still
-    refused) xfailed."""
+    """One subtest per query: passed, or failed with its differences (or refusal)."""
     for name, outcome in outcomes.items():
         with subtests.test(msg=name):
-            if outcome.refused is not None and name in LIMIT_PENDING:
-                pytest.xfail(f"LIMIT: TopK lands in this session ({outcome.refused})")
             outcome.check()
