@@ -36,7 +36,7 @@ def test_limit_is_reported_at_its_keyword_in_script_coordinates(tables, describe
     script = "CREATE VIEW v AS SELECT * FROM orders LIMIT 3"
     error = script_error(script, tables, describe)
     assert isinstance(error, UnsupportedSQL)
-    assert "LIMIT (at line 1, column 39" in str(error)
+    assert "ORDER BY (at line 1, column 39" in str(error)
     assert script[38:].startswith("LIMIT")
 
 
@@ -127,17 +127,17 @@ def test_sql_errors_point_at_their_cause(tables, describe, pointed_at, query, at
 
 
 def test_a_stored_view_replanned_alone_reports_positions_in_its_own_text(tables, describe):
-    with pytest.raises(UnsupportedSQL, match=r"LIMIT \(at line 3, column 3"):
+    with pytest.raises(UnsupportedSQL, match=r"ORDER BY \(at line 3, column 3"):
         plan_query("SELECT *\n  FROM orders\n  LIMIT 3", tables, describe)
-    with pytest.raises(UnsupportedSQL, match=r"LIMIT \(at line 1, column 22"):
+    with pytest.raises(UnsupportedSQL, match=r"ORDER BY \(at line 1, column 22"):
         plan_query("SELECT * FROM orders LIMIT 3", tables, describe)
 
 
 def test_positions_count_from_the_origin_given(tables, describe):
     origin = Origin(offset=100, line=7, column=12)
-    with pytest.raises(UnsupportedSQL, match=r"LIMIT \(at line 7, column 33"):
+    with pytest.raises(UnsupportedSQL, match=r"ORDER BY \(at line 7, column 33"):
         plan_query("SELECT * FROM orders LIMIT 3", tables, describe, origin=origin)
-    with pytest.raises(UnsupportedSQL, match=r"LIMIT \(at line 8, column 1"):
+    with pytest.raises(UnsupportedSQL, match=r"ORDER BY \(at line 8, column 1"):
         plan_query("SELECT * FROM orders\nLIMIT 3", tables, describe, origin=origin)
 
 
