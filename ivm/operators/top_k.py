@@ -36,10 +36,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ivm.operators.aggregate import SortKey
 from ivm.operators.base import Operator, Run, TraceSpec
 from ivm.plan.node import Plan
 from ivm.plan.sql import W, column_list, consolidate_sql
-from ivm.schema import Column, Schema, quote
+from ivm.schema import Column, Schema
 
 TOP = "top"
 SIZE = "size"
@@ -48,21 +49,6 @@ SIZE_SCHEMA = Schema((Column("__all", "BOOLEAN"),))
 SLACK = 100
 """Copies kept beyond 2K, so that deletions rarely leave the prefix short (tests lower it
 to make refills frequent)."""
-
-
-@dataclass(frozen=True)
-class SortKey:
-    """One ORDER BY term over an input column."""
-
-    column: str
-    descending: bool = False
-    nulls_first: bool = False
-
-    def sql(self) -> str:
-        """The term as DuckDB SQL (direction and NULL placement always explicit)."""
-        direction = "DESC" if self.descending else "ASC"
-        nulls = "FIRST" if self.nulls_first else "LAST"
-        return f"{quote(self.column)} {direction} NULLS {nulls}"
 
 
 @dataclass(frozen=True, eq=False)

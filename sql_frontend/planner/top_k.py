@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from ivm.errors import SqlError, UnsupportedSQL
+from ivm.operators.aggregate import SortKey
 from ivm.operators.difference import Difference
 from ivm.operators.project import Project
-from ivm.operators.top_k import SortKey, TopK
+from ivm.operators.top_k import TopK
 from ivm.plan.node import Plan
 from ivm.sql_frontend.planner.context import Context
 from ivm.sql_frontend.planner.grouping import sql_text
