@@ -30,8 +30,8 @@ arbitrary and ivm's is not, so for a query with a LIMIT the replica runs
 ``tpch_workload.tie_broken(query)`` (ivm's tie-break: the output columns, in
 order, after the ORDER BY keys). A query ivm refuses (``ivm.UnsupportedSQL``) is
 listed with the first line of the error; an error at ingest is reported and the
-run goes on. Schema, data and batches come from ``tpch_workload.py`` beside this
-file, which ``tests/test_tpch.py`` runs at SF 0.01 too.
+run goes on. Schema, data and batches come from ``tpch_workload.py`` and
+``tpch_refresh.py`` beside this file, which ``tests/test_tpch.py`` runs at SF 0.01 too.
 
     .venv/bin/python benchmarks/bench_tpch.py [--sf 1] [--batches 3] [--only q01,q06]
 """
@@ -53,17 +53,8 @@ import pyarrow.compute as pc
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
-from tpch_workload import (
-    QUERIES,
-    SMALL_TABLES,
-    Refresh,
-    apply,
-    ddl,
-    generate,
-    queries,
-    read_tables,
-    tie_broken,
-)
+from tpch_refresh import Refresh, apply
+from tpch_workload import QUERIES, SMALL_TABLES, ddl, generate, queries, read_tables, tie_broken
 
 import ivm
 

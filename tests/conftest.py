@@ -6,8 +6,8 @@ folders ``tests/ivm`` & co. (no ``__init__.py``) would otherwise be found as
 namespace packages named ``ivm``… whenever pytest runs without the root on the
 path (e.g. ``.venv/bin/pytest`` from another directory). A regular package
 anywhere on the path wins over a namespace package. ``benchmarks/`` goes last on the path,
-for ``tpch_workload``, the TPC-H data and batches that the benchmark and
-``test_tpch.py`` share.
+for ``tpch_workload`` and ``tpch_refresh``, the TPC-H data and batches that the benchmark
+and ``test_tpch.py`` share.
 """
 
 from __future__ import annotations

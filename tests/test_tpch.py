@@ -1,7 +1,7 @@
 """TPC-H: the 22 queries of ../shared/tpch/queries as views, exact after every refresh batch.
 
 Data is TPC-H at SF 0.01 from ``tpchgen-cli`` (generated for the module), the eight tables
-with their primary keys; batches are ``tpch_workload.Refresh``'s (the benchmark's): each
+with their primary keys; batches are ``tpch_refresh.Refresh``'s (the benchmark's): each
 one ``ingest`` of RF1 (1 % of ORDERS as new orders with 1–7 lineitems each), RF2 (as
 many live orders deleted with their lineitems) and updates of a few rows of ``part``,
 ``supplier``, ``customer`` and ``partsupp`` (non-key columns the queries filter, group
@@ -34,6 +34,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+import tpch_refresh
 import tpch_workload as tpch
 from oracle.harness import Harness
 from oracle.spark import SPARK_PARTITIONS
@@ -92,7 +93,7 @@ def maintain(
     outcomes = {name: Outcome() for name in names}
     used = set().union(*(tpch.tables_of(QUERIES[name]) for name in outcomes))
     harness = Harness(tpch.ddl(only=used), connect=connect)
-    load = {name: tpch.weighted(tables[name].slice(0, 0), tables[name]) for name in used}
+    load = {name: tpch_refresh.weighted(tables[name].slice(0, 0), tables[name]) for name in used}
     try:
         epoch(harness, load, outcomes, "after the load")
         for name, outcome in outcomes.items():
@@ -103,7 +104,7 @@ def maintain(
                 outcome.refused = error
             except Exception as error:  # noqa: BLE001 - reported by the query's test
                 outcome.problems.append(f"CREATE VIEW {name}: {type(error).__name__}: {error}")
-        refresh = tpch.Refresh(tables, seed=SEED, fraction=FRACTION, updates=UPDATES)
+        refresh = tpch_refresh.Refresh(tables, seed=SEED, fraction=FRACTION, updates=UPDATES)
         for number in range(1, batches + 1):
             batch = refresh.next()
             changes = {name: change for name, change in batch.tables.items() if name in used}
@@ -121,7 +122,7 @@ def epoch(
     """One ``ingest``, applied to the oracle too; then the tables, and each view's delta
     and contents, are checked (a view's differences are recorded in its outcome)."""
     deltas = ingest(harness, batch, outcomes, where)
-    tpch.apply(harness.oracle, batch)
+    tpch_refresh.apply(harness.oracle, batch)
     harness.check_tables(where)
     for name in harness.views:
         try:
