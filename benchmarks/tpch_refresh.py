@@ -9,7 +9,7 @@ group or order on): one weighted batch (a Z-set with ``__w``) per table, for one
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import duckdb
@@ -226,11 +226,15 @@ class Refresh:
         keep[picked] = False
         return weighted(old, new), pa.concat_tables([table.filter(pa.array(keep)), new])
 
-    def next(self) -> Batch:
-        """RF1 + RF2 (and the updates) as one weighted batch; nothing changes until ``commit``."""
+    def next(self, also_delete: Sequence[int] = ()) -> Batch:
+        """RF1 + RF2 (and the updates) as one weighted batch; nothing changes until ``commit``.
+        ``also_delete``: order keys RF2 deletes besides its random picks (when live)."""
         orders, lineitem = self.live["orders"], self.live["lineitem"]
         new_orders, new_lines = self.new_rows()
         picked = self.rng.choice(orders.num_rows, self.size, replace=False)
+        if also_delete:
+            wanted = pc.is_in(orders["o_orderkey"], value_set=pa.array(list(also_delete)))
+            picked = np.union1d(picked, np.flatnonzero(wanted.to_numpy(zero_copy_only=False)))
         old_orders = orders.take(pa.array(picked))
         keep = np.ones(orders.num_rows, dtype=bool)
         keep[picked] = False
