@@ -137,7 +137,8 @@ class IncrementalTopK(Operator):
             f"SELECT {column_list(names)}, -{W} FROM ({self._window_sql(old)}) AS o",
             names,
         ))
-        run.append(size, f"SELECT true AS __all, SUM({W})::BIGINT AS {W} FROM ({change}) AS c")
+        run.append(size, f"SELECT true AS __all, SUM({W})::BIGINT AS {W} FROM ({change}) AS c "
+                         f"HAVING SUM({W}) <> 0")
         # Only the prefix's difference is appended, so the trace stays near its size.
         run.append(top, consolidate_sql(
             f"SELECT {column_list(names)}, {W} FROM ({prefix}) AS p UNION ALL "
