@@ -641,7 +641,7 @@ SPARK_GROUPS: dict[str, list[tuple[str, str]]] = {
     ],
     "filtered_mode": [("filter_mode", "filter_mode")],
 }
-SPARK_EPOCHS = 3
+SPARK_EPOCHS = 2
 
 
 def _spark_case(pairs: list[tuple[str, str]]) -> Case:

@@ -492,7 +492,7 @@ SPARK_GROUPS = {
     "aggregates": ["group_by", "having", "group_by_expression", "distinct", "derived_table",
                    "order_by", "views_on_views", "aggregate_shapes", "min_max"],
 }
-SPARK_EPOCHS = 3
+SPARK_EPOCHS = 2
 
 
 def _spark_views(cases: list[str]) -> dict[str, str]:
