@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ivm.errors import (
     ConstraintError,
     ExecutionError,
+    IterationLimitError,
     IvmError,
     IvmWarning,
     SchemaError,
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ConstraintError",
     "ExecutionError",
+    "IterationLimitError",
     "IvmError",
     "IvmWarning",
     "SchemaError",

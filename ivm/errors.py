@@ -38,6 +38,11 @@ class ExecutionError(IvmError):
     """
 
 
+class IterationLimitError(ExecutionError):
+    """A recursive view did not reach its fixed point within the session's iteration limit
+    (``Session.iteration_limit``); the batch (or the view's creation) was rejected whole."""
+
+
 class IvmWarning(UserWarning):
     """Something ivm did that a user should know of, though nothing failed: e.g. a view's
     stored state was computed for another plan (an upgrade) and was rebuilt from its inputs."""

@@ -96,6 +96,7 @@ class Circuit:
             names = ", ".join(op.schema.names)
             line = f"{indent}#{number[op.fingerprint]} {op.label()}  -> [{names}]"
             lines.append(f"{line}  {annotate(op)}" if annotate else line)
+            lines.extend(f"{indent}  | {nested}" for nested in op.nested_lines())
             for child in op.inputs:
                 show(child, depth + 1)
 

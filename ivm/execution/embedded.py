@@ -25,13 +25,16 @@ from collections.abc import Mapping
 import duckdb
 
 from ivm.circuit.circuit import Circuit
-from ivm.errors import ExecutionError
+from ivm.errors import ExecutionError, IterationLimitError
 from ivm.execution.profile import EpochProfile
 from ivm.execution.state import StateStore
 from ivm.operators.base import Operator
 from ivm.plan.sql import W, column_list, empty_relation
 from ivm.schema import Column, Schema
 from ivm.storage.traces import create_trace
+
+DEFAULT_ITERATION_LIMIT = 1000
+"""Iterations a recursive view may take in one epoch unless the session says otherwise."""
 
 
 def run_sql(con: duckdb.DuckDBPyConnection, sql: str) -> int:
@@ -71,8 +74,10 @@ class EpochRunner:
         changes: Mapping[str, str],
         backfill: bool = False,
         profile: EpochProfile | None = None,
+        iteration_limit: int = DEFAULT_ITERATION_LIMIT,
     ) -> None:
         self.con = con
+        self.iteration_limit = iteration_limit
         self.profile = profile
         self.store = store
         self.changes = changes
@@ -86,7 +91,10 @@ class EpochRunner:
     def run(self, circuit: Circuit) -> str | None:
         """SQL of the view's change this epoch (not consolidated), or None if unchanged."""
         self._view = circuit.view
-        return self.change(circuit.output)
+        try:
+            return self.change(circuit.output)
+        except IterationLimitError as error:
+            raise IterationLimitError(f"view {circuit.view!r}: {error}") from None
 
     # -- the Run interface -------------------------------------------------------------------
 
@@ -129,6 +137,17 @@ class EpochRunner:
         if rows == 0:
             self.empty.add(result)
         else:
+            self.empty.discard(result)
+        return result
+
+    def extend(self, op: Operator, part: str, sql: str) -> str:
+        table = self.store.scratch(self._view, op.fingerprint, part)
+        start = time.perf_counter()
+        rows = run_sql(self.con, f"INSERT INTO {table} {sql}")
+        if self.profile is not None:
+            self.profile.record(self._view, op.fingerprint, time.perf_counter() - start, rows)
+        result = f"SELECT * FROM {table}"
+        if rows:
             self.empty.discard(result)
         return result
 

@@ -98,6 +98,16 @@ class Run(Protocol):
         """Append ``rows`` to ``trace`` once every view has computed its change."""
         ...
 
+    def extend(self, op: Operator, part: str, sql: str) -> str:
+        """Append the rows of ``sql`` now to scratch table ``part``, which ``materialize``
+        filled earlier this epoch; returns SQL reading it (a fixed point's accumulators)."""
+        ...
+
+    @property
+    def iteration_limit(self) -> int:
+        """The most iterations a recursion may take within one epoch (the session's)."""
+        ...
+
     def value(self, op: Operator, sql: str) -> object:
         """Run ``sql`` (one row, one column) now for ``op`` and return its value: for a
         choice between two ways of computing a change (a TopK's refill)."""
@@ -159,6 +169,10 @@ class Operator:
     def label(self) -> str:
         """One line for ``explain``."""
         return self.node.describe()
+
+    def nested_lines(self) -> list[str]:
+        """Lines ``explain`` shows under the operator's own: a child circuit (none here)."""
+        return []
 
     # -- computation -------------------------------------------------------------------------
 

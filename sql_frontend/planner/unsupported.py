@@ -41,8 +41,9 @@ def reject_unsupported(tree: exp.Expression, locator: Locator) -> None:
         for kind, name in UNSUPPORTED_NODES.items():
             if isinstance(node, kind):
                 raise UnsupportedSQL(f"{locator.describe(name, node)} is not supported")
-        if isinstance(node, exp.With) and node.args.get("recursive"):
-            raise UnsupportedSQL(f"{locator.describe('WITH RECURSIVE', node)} is not supported yet")
+        if isinstance(node, exp.With) and (node.args.get("search") or node.args.get("cycle")):
+            clause = "SEARCH" if node.args.get("search") else "CYCLE"
+            raise UnsupportedSQL(f"{locator.describe(clause + ' clause', node)} is not supported")
         if isinstance(node, exp.Join):
             _check_join(node, locator)
         if isinstance(node, exp.Select):
