@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import pyarrow as pa
 
-from ivm.errors import ExecutionError, IvmError, SchemaError
+from ivm.errors import ExecutionError, IterationLimitError, IvmError, SchemaError
 from ivm.execution.constraints import check_change, upsert_sql
 from ivm.execution.embedded import EpochRunner, run_sql
 from ivm.execution.profile import OUTPUT
@@ -96,7 +96,9 @@ class Ingest(_Base):
         with profile.phase("checks"):
             changes = self._table_changes(batches, upsert, check=True)
         commits = [(self.names.relation_trace(n), sql) for n, sql in changes.items()]
-        runner = EpochRunner(self.con, self.names, changes, profile=profile)
+        runner = EpochRunner(
+            self.con, self.names, changes, profile=profile, iteration_limit=self.iteration_limit
+        )
         changed_views: dict[str, str] = {}
         with profile.phase("views"):
             for view in self._views.values():
@@ -203,6 +205,8 @@ class Ingest(_Base):
             start = time.perf_counter()
             rows = run_sql(self.con, f"CREATE OR REPLACE TEMP TABLE {scratch} AS {consolidated}")
             self.profile.record(view.name, OUTPUT, time.perf_counter() - start, rows)
+        except IterationLimitError:
+            raise  # names the view and the limit already; replaying would only repeat it
         except ExecutionError as error:
             raise ViewFailed(view, error) from error
         if rows == 0:  # the change cancelled out: nothing to append, fetch or propagate
@@ -218,7 +222,9 @@ class Ingest(_Base):
         self.con.execute("BEGIN TRANSACTION").fetchall()
         try:
             changes = self._table_changes(batches, upsert, check=False)
-            runner = EpochRunner(self.con, self.names, changes)
+            runner = EpochRunner(
+                self.con, self.names, changes, iteration_limit=self.iteration_limit
+            )
             for view in self._views.values():
                 if view.name == failure.view.name:
                     return explain_failure(

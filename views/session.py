@@ -33,7 +33,7 @@ from sqlglot.errors import SqlglotError
 from ivm.circuit.circuit import Circuit
 from ivm.circuit.incrementalize import incrementalize
 from ivm.errors import IvmError, SqlError, StateError
-from ivm.execution.embedded import describe
+from ivm.execution.embedded import DEFAULT_ITERATION_LIMIT, describe
 from ivm.execution.profile import EpochProfile
 from ivm.execution.row_index import RowIndex
 from ivm.passes import optimize
@@ -67,9 +67,11 @@ def connect(path: str | os.PathLike[str] | None = None, **options: Any) -> Sessi
     ``on_plan_change=`` says what happens when reopened state was computed for
     another plan (an upgrade of ivm changed how a view is planned): ``"rebuild"``
     (the default) rebuilds that view from its inputs with an ``ivm.IvmWarning``;
-    ``"refuse"`` raises ``StateError`` naming the view.
+    ``"refuse"`` raises ``StateError`` naming the view. ``iteration_limit=`` (default
+    1000) bounds the iterations a recursive view may take in one epoch
+    (``Session.iteration_limit``, settable later).
     """
-    unknown = set(options) - {"spark", "partitions", "on_plan_change"}
+    unknown = set(options) - {"spark", "partitions", "on_plan_change", "iteration_limit"}
     if unknown:
         raise TypeError(f"unknown option(s): {', '.join(sorted(unknown))}")
     policy = options.get("on_plan_change", "rebuild")
@@ -78,10 +80,20 @@ def connect(path: str | os.PathLike[str] | None = None, **options: Any) -> Sessi
     if options.get("spark") is not None:
         from ivm.views.spark.session import SparkModeSession  # imports pyspark: only when asked
 
-        return SparkModeSession(path, options["spark"], options.get("partitions"), policy)
-    if options.get("partitions") is not None:
+        session: Session = SparkModeSession(
+            path, options["spark"], options.get("partitions"), policy
+        )
+    elif options.get("partitions") is not None:
         raise IvmError("partitions= applies to Spark mode only: pass spark= as well")
-    return Session(path, policy)
+    else:
+        session = Session(path, policy)
+    if "iteration_limit" in options:
+        try:
+            session.iteration_limit = options["iteration_limit"]
+        except BaseException:
+            session.close()
+            raise
+    return session
 
 
 class Session(Ddl, Ingest, ViewState):
@@ -99,6 +111,7 @@ class Session(Ddl, Ingest, ViewState):
             release(self._state_file)
             raise
         self.on_plan_change = on_plan_change
+        self._iteration_limit = DEFAULT_ITERATION_LIMIT
         self.names = TableNames()
         self.compactor = Compactor()
         self._tables: dict[str, TableSchema] = {}
@@ -162,6 +175,19 @@ class Session(Ddl, Ingest, ViewState):
     def epoch(self) -> int:
         """The last epoch applied (0 before any ingest)."""
         return self.catalog.epoch
+
+    @property
+    def iteration_limit(self) -> int:
+        """The most iterations a recursive view may take in one epoch (default 1000). A
+        recursion still running past it raises ``ivm.IterationLimitError`` naming the view,
+        and the batch (or the view's creation) is rejected whole."""
+        return self._iteration_limit
+
+    @iteration_limit.setter
+    def iteration_limit(self, limit: int) -> None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise IvmError(f"iteration_limit must be a positive integer, not {limit!r}")
+        self._iteration_limit = limit
 
     @property
     def tables(self) -> Mapping[str, TableInfo]:

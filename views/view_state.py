@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from ivm.errors import ExecutionError, IvmError, IvmWarning, StateError
+from ivm.errors import ExecutionError, IterationLimitError, IvmError, IvmWarning, StateError
 from ivm.execution.embedded import EpochRunner, create_traces, run_sql
 from ivm.operators.base import STATE_FORMAT
 from ivm.plan.sql import consolidate_sql
@@ -104,7 +104,9 @@ class ViewState(_Base):
         transaction: the failed one is unusable)."""
         self.con.execute("BEGIN TRANSACTION").fetchall()
         try:
-            runner = EpochRunner(self.con, self.names, {}, backfill=True)
+            runner = EpochRunner(
+                self.con, self.names, {}, backfill=True, iteration_limit=self.iteration_limit
+            )
             view = failure.view
             return explain_failure(
                 self.con, view.name, view.circuit, runner.change, failure.error, EXISTING
@@ -169,7 +171,9 @@ class ViewState(_Base):
         trace = self.names.relation_trace(view.name)
         create_trace(self.con, trace, list(columns_of(view.schema)))
         create_traces(self.con, self.names, view.circuit)
-        runner = EpochRunner(self.con, self.names, {}, backfill=True)
+        runner = EpochRunner(
+            self.con, self.names, {}, backfill=True, iteration_limit=self.iteration_limit
+        )
         try:
             delta = runner.run(view.circuit)
             # The delta's SQL reads operators' integrals (their traces before the epoch):
@@ -180,6 +184,8 @@ class ViewState(_Base):
                 run_sql(self.con, f"INSERT INTO {trace} {consolidated}")
             for table, rows in runner.commits:
                 run_sql(self.con, f"INSERT INTO {table} {rows}")
+        except IterationLimitError:
+            raise  # names the view and the limit already
         except ExecutionError as error:
             raise ViewFailed(view, error, EXISTING) from error
         create_reader(self.con, view.name, trace, view.schema.names)

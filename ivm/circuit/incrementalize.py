@@ -4,8 +4,8 @@ Each plan node becomes the operator its kind registers (``ivm.operators.registry
 linear operators (filter, project, UNION ALL) apply to changes as they are; an
 inner join becomes a delta query over its inputs' integrals; GROUP BY and
 DISTINCT keep traces and emit only what changed; WITH RECURSIVE becomes a fixed
-point whose step is a child circuit, incrementalized by this same pass. A plan node used twice (a CTE),
-or two equal subplans, become one operator read twice.
+point whose step is a child circuit, incrementalized by this same pass. A plan
+node used twice (a CTE), or two equal subplans, become one operator read twice.
 """
 
 from __future__ import annotations

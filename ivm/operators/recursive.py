@@ -115,7 +115,8 @@ def render_step(step: Plan, imports: Sequence[str]) -> str:
         if isinstance(node, Imported):
             rendered[id(node)] = imports[node.index]
         elif isinstance(node, Feedback):
-            rendered[id(node)] = f"SELECT {column_list(node.schema.names)} FROM {cte_name(node.name)}"
+            names = column_list(node.schema.names)
+            rendered[id(node)] = f"SELECT {names} FROM {cte_name(node.name)}"
         else:
             rendered[id(node)] = node.plain([rendered[id(c)] for c in node.children()])
     return rendered[id(step)]

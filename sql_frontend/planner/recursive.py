@@ -37,7 +37,9 @@ def plan_recursive(ctx: Context, cte: exp.CTE, scope: Scope) -> Plan:
         raise SqlError(f"{where} must be an anchor query UNION [ALL] a recursive step")
     for clause in ("order", "limit", "offset"):
         if body.args.get(clause):
-            raise UnsupportedSQL(f"{where}: {clause.upper()} on the recursive query is not supported")
+            raise UnsupportedSQL(
+                f"{where}: {clause.upper()} on the recursive query is not supported"
+            )
     if body.args.get("by_name"):
         raise UnsupportedSQL(f"{where}: UNION BY NAME is not supported in a recursive CTE")
     if _reads(body.left, name):
@@ -89,7 +91,7 @@ def _conformed(ctx: Context, step: Plan, target: Schema) -> Plan:
     if step.schema == target:
         return step
     exprs = tuple(
-        (t.name, ref(c.name) if c.type == t.type else exp.cast(ref(c.name), t.type, dialect="duckdb"))
+        (t.name, ref(c.name) if c.type == t.type else exp.cast(ref(c.name), t.type))
         for c, t in zip(step.schema.columns, target.columns, strict=True)
     )
     return Project(schema=Schema(tuple(Column(t.name, t.type) for t in target.columns)),
