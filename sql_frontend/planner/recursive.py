@@ -91,8 +91,12 @@ def _conformed(ctx: Context, step: Plan, target: Schema) -> Plan:
     if step.schema == target:
         return step
     exprs = tuple(
-        (t.name, ref(c.name) if c.type == t.type else exp.cast(ref(c.name), t.type))
+        (t.name, ref(c.name) if c.type == t.type else _cast(c.name, t.type))
         for c, t in zip(step.schema.columns, target.columns, strict=True)
     )
     return Project(schema=Schema(tuple(Column(t.name, t.type) for t in target.columns)),
                    input=step, exprs=exprs)
+
+
+def _cast(name: str, type_: str) -> exp.Expression:
+    return exp.cast(ref(name), type_, dialect="duckdb")
