@@ -13,11 +13,14 @@ limit; one group runs in Spark mode.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from oracle.harness import Epoch, Harness, run_workload
 from oracle.settings import RANDOM_CDC
+from oracle.spark import SPARK_PARTITIONS
 
 import ivm
 
@@ -257,3 +260,18 @@ def test_explain_shows_the_child_circuit() -> None:
         assert "<- feedback edge" in text
     finally:
         db.close()
+
+
+SPARK_VIEWS = ["tc", "hops", "dag_paths", "chained"]
+
+
+@settings(RANDOM_CDC, max_examples=1)
+@given(data=st.data())
+def test_recursive_on_spark(data: st.DataObject, spark: Any,
+                            tmp_path_factory: pytest.TempPathFactory) -> None:
+    assume(data.draw(st.integers(0, 3), label="a random workload") > 0)
+    directory = tmp_path_factory.mktemp("spark-recursive")
+    run_workload(TABLES, _views(SPARK_VIEWS), data, epochs=3, domains=DOMAINS, warmup=1,
+                 max_ops=8, modes=("several",),
+                 connect=lambda: ivm.connect(directory, spark=spark, partitions=SPARK_PARTITIONS,
+                                             iteration_limit=100))

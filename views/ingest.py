@@ -205,8 +205,8 @@ class Ingest(_Base):
             start = time.perf_counter()
             rows = run_sql(self.con, f"CREATE OR REPLACE TEMP TABLE {scratch} AS {consolidated}")
             self.profile.record(view.name, OUTPUT, time.perf_counter() - start, rows)
-        except IterationLimitError:
-            raise  # names the view and the limit already; replaying would only repeat it
+        except IterationLimitError as error:  # replaying the epoch would only repeat it
+            raise IterationLimitError(f"view {view.name!r}: {error}") from None
         except ExecutionError as error:
             raise ViewFailed(view, error) from error
         if rows == 0:  # the change cancelled out: nothing to append, fetch or propagate

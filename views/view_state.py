@@ -184,8 +184,8 @@ class ViewState(_Base):
                 run_sql(self.con, f"INSERT INTO {trace} {consolidated}")
             for table, rows in runner.commits:
                 run_sql(self.con, f"INSERT INTO {table} {rows}")
-        except IterationLimitError:
-            raise  # names the view and the limit already
+        except IterationLimitError as error:
+            raise IterationLimitError(f"view {view.name!r}: {error}") from None
         except ExecutionError as error:
             raise ViewFailed(view, error, EXISTING) from error
         create_reader(self.con, view.name, trace, view.schema.names)

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 import duckdb
 
 from ivm.circuit.circuit import Circuit
-from ivm.errors import ExecutionError, IterationLimitError
+from ivm.errors import ExecutionError
 from ivm.execution.profile import EpochProfile
 from ivm.execution.state import StateStore
 from ivm.operators.base import Operator
@@ -91,10 +91,7 @@ class EpochRunner:
     def run(self, circuit: Circuit) -> str | None:
         """SQL of the view's change this epoch (not consolidated), or None if unchanged."""
         self._view = circuit.view
-        try:
-            return self.change(circuit.output)
-        except IterationLimitError as error:
-            raise IterationLimitError(f"view {circuit.view!r}: {error}") from None
+        return self.change(circuit.output)
 
     # -- the Run interface -------------------------------------------------------------------
 

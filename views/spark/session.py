@@ -275,6 +275,7 @@ class SparkModeSession(SparkReads, Session):
             upsert=upsert,
             timezone=str(timezone[0]) if timezone else "UTC",
             fence=str(write_fence(self.root, token)),
+            iteration_limit=self.iteration_limit,
         )
 
     def _compact(self) -> None:

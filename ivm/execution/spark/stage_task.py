@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from ivm.errors import ExecutionError, StateError
 from ivm.execution.constraints import check_change, upsert_sql
-from ivm.execution.embedded import EpochRunner
+from ivm.execution.embedded import DEFAULT_ITERATION_LIMIT, EpochRunner
 from ivm.execution.spark.stages import CONTENTS, Stage, input_name
 from ivm.execution.spark.wire import arrow_schema, conform, from_wire_sql, to_wire_sql
 from ivm.operators.base import Operator
@@ -49,6 +49,7 @@ class Ticket:
     upsert: bool = False  # table stages: an insert replaces the row with its key
     timezone: str = "UTC"  # the driver's DuckDB TimeZone (TIMESTAMPTZ casts depend on it)
     fence: str | None = None  # file holding the token of the one ingest allowed to write
+    iteration_limit: int = DEFAULT_ITERATION_LIMIT  # the session's, for recursive views
 
 
 class PartitionNames:
@@ -234,7 +235,9 @@ def _apply(
     elif stage.circuit is None:  # a view's output stage
         output = changes[input_name(0)]
     else:
-        runner = EpochRunner(con, NAMES, changes, backfill=fresh)
+        runner = EpochRunner(
+            con, NAMES, changes, backfill=fresh, iteration_limit=ticket.iteration_limit
+        )
         output = runner.run(stage.circuit)
         commits = runner.commits
     if stage.table is None:
