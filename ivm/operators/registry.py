@@ -15,11 +15,11 @@ from ivm.operators.difference import Difference, DifferenceOperator
 from ivm.operators.distinct import Distinct, IncrementalDistinct
 from ivm.operators.distinct_on import DistinctOn, FirstPerKey
 from ivm.operators.filter import Filter, FilterOperator
-from ivm.operators.fixed_point import FeedbackSource, ImportSource
 from ivm.operators.group_recompute import GroupRecompute
 from ivm.operators.guard import Guard, IncrementalGuard
 from ivm.operators.invertible_aggregate import InvertibleAggregate
 from ivm.operators.join import DeltaJoin, Join
+from ivm.operators.nested_run import FeedbackSource, ImportSource
 from ivm.operators.project import Project, ProjectOperator
 from ivm.operators.recursive import Feedback, Imported
 from ivm.operators.running_aggregate import RunningAggregate
