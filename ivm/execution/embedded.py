@@ -137,6 +137,9 @@ class EpochRunner:
             self.empty.discard(result)
         return result
 
+    def is_empty(self, sql: str) -> bool:
+        return sql in self.empty
+
     def extend(self, op: Operator, part: str, sql: str) -> str:
         table = self.store.scratch(self._view, op.fingerprint, part)
         start = time.perf_counter()

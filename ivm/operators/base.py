@@ -103,6 +103,10 @@ class Run(Protocol):
         filled earlier this epoch; returns SQL reading it (a fixed point's accumulators)."""
         ...
 
+    def is_empty(self, sql: str) -> bool:
+        """True when ``sql`` reads a scratch table this epoch filled with no rows."""
+        ...
+
     @property
     def iteration_limit(self) -> int:
         """The most iterations a recursion may take within one epoch (the session's)."""

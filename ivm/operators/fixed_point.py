@@ -46,11 +46,11 @@ from ivm.operators.iterations_loop import (
     UnionAllLoop,
     UnionLoop,
     next_iteration,
+    tagged,
 )
 from ivm.operators.nested_run import NestedRun, nested_role
 from ivm.operators.recursive import ITER, Recursive
-from ivm.plan.sql import W, column_list, empty_relation, union_all_sql
-from ivm.schema import Column, Schema
+from ivm.plan.sql import W, column_list, union_all_sql
 
 
 class StepCircuit(Protocol):
@@ -68,11 +68,6 @@ class StepCircuit(Protocol):
     def explain(self) -> str:
         """The child as an indented tree."""
         ...
-
-
-def tagged(schema: Schema) -> Schema:
-    """``schema`` with the iteration column last."""
-    return Schema((*schema.columns, Column(ITER, "BIGINT")))
 
 
 @dataclass(frozen=True, eq=False)
@@ -158,9 +153,8 @@ class FixedPoint(Operator):
         if anchor is None and all(i is None for i in imports):
             return None
         names = self.schema.names
-        changes = run.materialize(self, "changes", empty_relation(tagged(self.schema)))
         old = run.trace(self, WORKING if self.recursive.union_all else BIRTHS)
-        nested = NestedRun(run, self, f"SELECT * FROM {old} UNION ALL {changes}")
+        nested = NestedRun(run, self, f"SELECT * FROM {old}")
         seeds = []
         if anchor is not None:
             seeds.append(f"SELECT {column_list(names)}, 0::BIGINT AS {ITER}, {W} FROM ({anchor})")
@@ -171,7 +165,11 @@ class FixedPoint(Operator):
         if not seeds:
             return None
         pending = run.materialize(self, DERIVATIONS, union_all_sql(seeds))
-        loop = UnionAllLoop if self.recursive.union_all else UnionLoop
-        loop(self, run, nested, pending, changes).iterate()
+        if run.is_empty(pending):
+            return None
+        loop = (UnionAllLoop if self.recursive.union_all else UnionLoop)(self, run, nested, pending)
+        changes = loop.iterate()
         nested.finish()
+        if changes is None:
+            return None
         return f"SELECT {column_list(names)}, {W} FROM ({changes})"

@@ -13,7 +13,8 @@ from ivm.errors import IterationLimitError
 from ivm.operators.base import Run
 from ivm.operators.nested_run import NestedRun
 from ivm.operators.recursive import ITER
-from ivm.plan.sql import W, column_list, null_safe_match
+from ivm.plan.sql import W, column_list, empty_relation, null_safe_match
+from ivm.schema import Column, Schema
 
 if TYPE_CHECKING:
     from ivm.operators.fixed_point import FixedPoint
@@ -21,6 +22,11 @@ if TYPE_CHECKING:
 WORKING = "working"
 DERIVATIONS = "derivations"
 BIRTHS = "births"
+
+
+def tagged(schema: Schema) -> Schema:
+    """``schema`` with the iteration column last."""
+    return Schema((*schema.columns, Column(ITER, "BIGINT")))
 
 
 def next_iteration(derived: str, names: list[str]) -> str:
@@ -31,15 +37,17 @@ def next_iteration(derived: str, names: list[str]) -> str:
 class Loop:
     """One epoch's iterations of a fixed point, in order."""
 
-    def __init__(
-        self, op: FixedPoint, run: Run, nested: NestedRun, pending: str, changes: str
-    ) -> None:
+    def __init__(self, op: FixedPoint, run: Run, nested: NestedRun, pending: str) -> None:
         self.op, self.run, self.nested = op, run, nested
         self.names = op.schema.names
         self.pending = pending  # every contribution to some Nⱼ this epoch (cols, iter, w)
-        self.changes = changes  # ΔWⱼ of the iterations done so far (cols, iter, w)
+        # ΔWⱼ of the iterations done so far (cols, iter, w): a scratch table from the
+        # first iteration that changes a working table on
+        self.changes = empty_relation(tagged(op.schema))
+        self.changed = False
 
-    def iterate(self) -> None:
+    def iterate(self) -> str | None:
+        """Run the iterations; SQL of every ΔWⱼ (None: no working table changed)."""
         current = self.run.value(self.op, f"SELECT MIN({ITER}) FROM ({self.pending})")
         limit = self.run.iteration_limit
         while current is not None:
@@ -51,11 +59,23 @@ class Loop:
                     "the batch is rejected"
                 )
             step = self.run.materialize(self.op, "step", self.working_change(iteration))
-            derived = self.nested.step(step)
-            if derived is not None:
-                self.run.extend(self.op, DERIVATIONS, next_iteration(derived, self.names))
-            self.run.extend(self.op, "changes", step)
+            if not self.run.is_empty(step):
+                derived = self.nested.step(step)
+                if derived is not None:
+                    self.run.extend(self.op, DERIVATIONS, next_iteration(derived, self.names))
+                self._record(step)
             current = self.run.value(self.op, self.next_sql(iteration))
+        return self.changes if self.changed else None
+
+    def _record(self, step: str) -> None:
+        """Add ΔWⱼ to the changes (the working tables the next iterations read)."""
+        if self.changed:
+            self.run.extend(self.op, "changes", step)
+            return
+        self.changes = self.run.materialize(self.op, "changes", step)
+        self.changed = True
+        old = self.run.trace(self.op, WORKING if self.op.recursive.union_all else BIRTHS)
+        self.nested.feedback_integral = f"SELECT * FROM {old} UNION ALL {self.changes}"
 
     def working_change(self, iteration: int) -> str:
         """SQL of ΔWⱼ for j = ``iteration`` (cols, iter, w)."""
@@ -85,18 +105,22 @@ class UnionAllLoop(Loop):
             f"GROUP BY ALL HAVING SUM({W}) <> 0"
         )
 
-    def iterate(self) -> None:
-        super().iterate()
-        self.run.append(self.run.trace(self.op, WORKING), self.changes)
+    def iterate(self) -> str | None:
+        changes = super().iterate()
+        if changes is not None:
+            self.run.append(self.run.trace(self.op, WORKING), changes)
+        return changes
 
 
 class UnionLoop(Loop):
     """UNION: ΔWⱼ from the births rule (see the module docstring)."""
 
-    def iterate(self) -> None:
-        super().iterate()
-        self.run.append(self.run.trace(self.op, BIRTHS), self.changes)
+    def iterate(self) -> str | None:
+        changes = super().iterate()
+        if changes is not None:
+            self.run.append(self.run.trace(self.op, BIRTHS), changes)
         self.run.append(self.run.trace(self.op, DERIVATIONS), self.pending)
+        return changes
 
     def working_change(self, j: int) -> str:
         names = self.names

@@ -63,6 +63,8 @@ class NestedRun:
         derived = None
         if output is not None:
             derived = self.parent.materialize(self.owner, "derived", output)
+            if self.parent.is_empty(derived):
+                derived = None
         for role, rows in self._pending:
             if role in self._accumulated:
                 self.parent.extend(self.owner, f"acc.{role}", rows)
@@ -120,6 +122,9 @@ class NestedRun:
 
     def extend(self, op: Operator, part: str, sql: str) -> str:
         return self.parent.extend(op, part, sql)
+
+    def is_empty(self, sql: str) -> bool:
+        return self.parent.is_empty(sql)
 
     def value(self, op: Operator, sql: str) -> object:
         return self.parent.value(op, sql)
