@@ -3,6 +3,15 @@
 ``ivm.operators.fixed_point`` explains the rule; here are its two forms, UNION ALL
 (ΔWⱼ is ΔNⱼ) and UNION (the births rule), and the choice of the next iteration with
 anything to do.
+
+*Pending* holds every contribution to some Nⱼ this epoch (rows, iteration, weight):
+the seeds (the anchor's change at 0, the imports' effect at j + 1 for every j), then
+each step's output. A UNION row that must be looked at again at a later iteration
+without a derivation changing there (it lost its birth and has older derivations
+later on; it was born earlier and must leave the working table of its old birth) gets
+a zero-weight *marker* in pending at that iteration. So the rows examined at
+iteration j are exactly pending's rows at j, and the iterations visited are the ones
+pending holds: Python keeps that set, so no statement looks for the next one.
 """
 
 from __future__ import annotations
@@ -40,32 +49,40 @@ class Loop:
     def __init__(self, op: FixedPoint, run: Run, nested: NestedRun, pending: str) -> None:
         self.op, self.run, self.nested = op, run, nested
         self.names = op.schema.names
-        self.pending = pending  # every contribution to some Nⱼ this epoch (cols, iter, w)
+        self.pending = pending
         # ΔWⱼ of the iterations done so far (cols, iter, w): a scratch table from the
         # first iteration that changes a working table on
         self.changes = empty_relation(tagged(op.schema))
         self.changed = False
+        self.todo: set[int] = set()
 
     def iterate(self) -> str | None:
         """Run the iterations; SQL of every ΔWⱼ (None: no working table changed)."""
-        current = self.run.value(self.op, f"SELECT MIN({ITER}) FROM ({self.pending})")
+        found = self.run.value(self.op, f"SELECT list(DISTINCT {ITER}) FROM ({self.pending})")
+        self.todo = {int(i) for i in found or []}  # type: ignore[union-attr]
         limit = self.run.iteration_limit
-        while current is not None:
-            iteration = int(current)  # type: ignore[call-overload]
+        while self.todo:
+            iteration = min(self.todo)
+            self.todo.discard(iteration)
             if iteration > limit:
                 raise IterationLimitError(
                     f"the recursive CTE {self.op.recursive.name!r} has not reached a fixed "
                     f"point after {limit} iterations (the session's iteration_limit); "
                     "the batch is rejected"
                 )
-            step = self.run.materialize(self.op, "step", self.working_change(iteration))
-            if not self.run.is_empty(step):
-                derived = self.nested.step(step)
-                if derived is not None:
-                    self.run.extend(self.op, DERIVATIONS, next_iteration(derived, self.names))
-                self._record(step)
-            current = self.run.value(self.op, self.next_sql(iteration))
+            step = self.working_change(iteration)
+            if step is None:
+                continue
+            derived = self.nested.step(step)
+            if derived is not None:
+                self.run.extend(self.op, DERIVATIONS, next_iteration(derived, self.names))
+                self.todo.add(iteration + 1)
+            self._record(step)
         return self.changes if self.changed else None
+
+    def working_change(self, iteration: int) -> str | None:
+        """SQL of ΔWⱼ for j = ``iteration`` (cols, iter, w), materialized; None if empty."""
+        raise NotImplementedError
 
     def _record(self, step: str) -> None:
         """Add ΔWⱼ to the changes (the working tables the next iterations read)."""
@@ -77,33 +94,18 @@ class Loop:
         old = self.run.trace(self.op, WORKING if self.op.recursive.union_all else BIRTHS)
         self.nested.feedback_integral = f"SELECT * FROM {old} UNION ALL {self.changes}"
 
-    def working_change(self, iteration: int) -> str:
-        """SQL of ΔWⱼ for j = ``iteration`` (cols, iter, w)."""
-        raise NotImplementedError
-
-    def next_sql(self, iteration: int) -> str:
-        """SQL of the next iteration with anything to do (NULL: none)."""
-        return f"SELECT MIN({ITER}) FROM ({self.pending}) AS p WHERE {ITER} > {iteration}"
-
-    def derivations_at(self, iteration: int) -> str:
-        """ΔNⱼ, consolidated (cols, ``__ivm_delta``)."""
-        cols = column_list(self.names)
-        return (
-            f"SELECT {cols}, SUM({W}) AS __ivm_delta FROM ({self.pending}) AS p "
-            f"WHERE {ITER} = {iteration} GROUP BY ALL"
-        )
-
 
 class UnionAllLoop(Loop):
     """UNION ALL: ΔWⱼ is ΔNⱼ."""
 
-    def working_change(self, iteration: int) -> str:
+    def working_change(self, iteration: int) -> str | None:
         cols = column_list(self.names)
-        return (
+        step = self.run.materialize(self.op, "step", (
             f"SELECT {cols}, {iteration}::BIGINT AS {ITER}, SUM({W})::BIGINT AS {W} "
             f"FROM ({self.pending}) AS p WHERE {ITER} = {iteration} "
             f"GROUP BY ALL HAVING SUM({W}) <> 0"
-        )
+        ))
+        return None if self.run.is_empty(step) else step
 
     def iterate(self) -> str | None:
         changes = super().iterate()
@@ -113,73 +115,86 @@ class UnionAllLoop(Loop):
 
 
 class UnionLoop(Loop):
-    """UNION: ΔWⱼ from the births rule (see the module docstring)."""
+    """UNION: ΔWⱼ from the births rule (see ``ivm.operators.fixed_point``)."""
 
     def iterate(self) -> str | None:
         changes = super().iterate()
         if changes is not None:
             self.run.append(self.run.trace(self.op, BIRTHS), changes)
-        self.run.append(self.run.trace(self.op, DERIVATIONS), self.pending)
+        derivations = f"SELECT * FROM ({self.pending}) AS p WHERE {W} <> 0"  # not the markers
+        self.run.append(self.run.trace(self.op, DERIVATIONS), derivations)
         return changes
 
-    def working_change(self, j: int) -> str:
+    def working_change(self, j: int) -> str | None:
+        decided = self.run.materialize(self.op, "decided", self._decided_sql(j))
+        if self.run.is_empty(decided):
+            return None
+        found = self.run.value(self.op, (
+            f"SELECT {{'changed': bool_or({W} <> 0), 'later': list(DISTINCT __ivm_later) "
+            f"FILTER (WHERE __ivm_later IS NOT NULL)}} FROM ({decided}) AS d"
+        ))
+        assert isinstance(found, dict)
+        later = [int(i) for i in found["later"] or []]
+        cols = column_list(self.names)
+        if later:
+            self.todo.update(later)
+            self.run.extend(self.op, DERIVATIONS, (
+                f"SELECT {cols}, __ivm_later AS {ITER}, 0::BIGINT AS {W} FROM ({decided}) AS d "
+                "WHERE __ivm_later IS NOT NULL"
+            ))
+        if not found["changed"]:
+            return None
+        return self.run.materialize(self.op, "step", (
+            f"SELECT {cols}, {j}::BIGINT AS {ITER}, {W} FROM ({decided}) AS d WHERE {W} <> 0"
+        ))
+
+    def _decided_sql(self, j: int) -> str:
+        """Per row examined at iteration j: its change in Wⱼ (``__w``, −1, 0 or +1) and the
+        later iteration it must be examined at again (``__ivm_later``), for the rows with
+        either. A row is examined when pending holds it at j (a derivation changed, or a
+        marker); what decides is, per row and iteration, the weights of pending at j
+        (kind p), the old derivations from j on (n), the old births (b) and this epoch's
+        births so far (c): one GROUP BY, where NULL values group as equal."""
         names = self.names
         cols = column_list(names)
         births = self.run.trace(self.op, BIRTHS)
         counts = self.run.trace(self.op, DERIVATIONS)
 
-        def match(a: str, b: str) -> str:
-            return null_safe_match(names, a, b)
+        def rows(kind: str, source: str, where: str = "") -> str:
+            return (
+                f"SELECT {column_list(names, 'x')}, '{kind}' AS __ivm_kind, x.{ITER}, x.{W} "
+                f"FROM {source} AS x SEMI JOIN k ON {null_safe_match(names, 'x', 'k')}{where}"
+            )
+
+        def total(kinds: str, condition: str) -> str:
+            return (
+                f"SUM(CASE WHEN __ivm_kind IN ({kinds}) AND {condition} THEN __ivm_s "
+                "ELSE 0 END)"
+            )
 
         return f"""
-WITH d AS ({self.derivations_at(j)}),
-k AS (SELECT {cols} FROM d UNION SELECT {cols} FROM ({self.changes}) AS c),
-n AS (SELECT {column_list(names, 'x')}, SUM(x.{W}) AS __ivm_count
-      FROM {counts} AS x SEMI JOIN k ON {match('x', 'k')}
-      WHERE x.{ITER} = {j} GROUP BY ALL),
-bo AS (SELECT {column_list(names, 'x')}, true AS __ivm_was FROM {births} AS x
-       SEMI JOIN k ON {match('x', 'k')} WHERE x.{ITER} = {j} GROUP BY ALL
-       HAVING SUM(x.{W}) > 0),
-bn AS (SELECT {cols}, bool_or({ITER} < {j}) AS __ivm_before FROM (
-         SELECT {cols}, {ITER} FROM (
-           SELECT {column_list(names, 'x')}, x.{ITER}, x.{W} FROM {births} AS x
-             SEMI JOIN k ON {match('x', 'k')}
-           UNION ALL SELECT {cols}, {ITER}, {W} FROM ({self.changes}) AS c
-         ) AS b GROUP BY ALL HAVING SUM({W}) > 0
-       ) AS live GROUP BY ALL),
-m AS (SELECT {column_list(names, 'k')},
-        CASE WHEN COALESCE(bn.__ivm_before, false) THEN 0
-             WHEN COALESCE(n.__ivm_count, 0) + COALESCE(d.__ivm_delta, 0) > 0 THEN 1
-             ELSE 0 END AS __ivm_new,
-        CASE WHEN COALESCE(bo.__ivm_was, false) THEN 1 ELSE 0 END AS __ivm_old
-      FROM k LEFT JOIN d ON {match('k', 'd')} LEFT JOIN n ON {match('k', 'n')}
-      LEFT JOIN bn ON {match('k', 'bn')} LEFT JOIN bo ON {match('k', 'bo')})
-SELECT {cols}, {j}::BIGINT AS {ITER}, (__ivm_new - __ivm_old)::BIGINT AS {W}
-FROM m WHERE __ivm_new <> __ivm_old"""
-
-    def next_sql(self, j: int) -> str:
-        names = self.names
-        cols = column_list(names)
-        births = self.run.trace(self.op, BIRTHS)
-        counts = self.run.trace(self.op, DERIVATIONS)
-
-        def match(a: str, b: str) -> str:
-            return null_safe_match(names, a, b)
-
-        return f"""
-WITH t AS (SELECT DISTINCT {cols} FROM ({self.changes}) AS c),
-live AS (SELECT {cols} FROM (
-           SELECT {column_list(names, 'x')}, x.{ITER}, x.{W} FROM {births} AS x
-             SEMI JOIN t ON {match('x', 't')}
-           UNION ALL SELECT {cols}, {ITER}, {W} FROM ({self.changes}) AS c
-         ) AS b GROUP BY {cols}, {ITER} HAVING SUM({W}) > 0),
-unborn AS (SELECT * FROM t EXCEPT SELECT * FROM live)
-SELECT MIN(i) FROM (
-  SELECT MIN({ITER}) AS i FROM ({self.pending}) AS p WHERE {ITER} > {j}
-  UNION ALL SELECT MIN(x.{ITER}) FROM {counts} AS x SEMI JOIN unborn AS u
-    ON {match('x', 'u')} WHERE x.{ITER} > {j}
-  UNION ALL SELECT MIN(x.{ITER}) FROM {births} AS x SEMI JOIN t ON {match('x', 't')}
-    WHERE x.{ITER} > {j}
-) AS candidates"""
-
-
+WITH k AS (SELECT DISTINCT {cols} FROM ({self.pending}) AS p WHERE {ITER} = {j}),
+facts AS (
+  SELECT {cols}, 'p' AS __ivm_kind, {ITER}, {W} FROM ({self.pending}) AS p
+    WHERE {ITER} = {j}
+  UNION ALL {rows('n', counts, f" WHERE x.{ITER} >= {j}")}
+  UNION ALL {rows('b', births)}
+  UNION ALL {rows('c', f"({self.changes})")}),
+sums AS (SELECT {cols}, __ivm_kind, {ITER}, SUM({W}) AS __ivm_s FROM facts GROUP BY ALL),
+rows AS (SELECT {cols},
+    {total("'p', 'n'", f"{ITER} = {j}")} > 0 AS __ivm_derived,
+    {total("'b', 'c'", f"{ITER} < {j}")} > 0 AS __ivm_before,
+    {total("'b'", f"{ITER} = {j}")} > 0 AS __ivm_was,
+    MIN(CASE WHEN __ivm_kind = 'b' AND __ivm_s > 0 AND {ITER} > {j} THEN {ITER} END)
+      AS __ivm_old_birth,
+    MIN(CASE WHEN __ivm_kind = 'n' AND __ivm_s > 0 AND {ITER} > {j} THEN {ITER} END)
+      AS __ivm_next_derivation
+  FROM sums GROUP BY ALL),
+decided AS (SELECT {cols},
+    (CASE WHEN NOT __ivm_before AND __ivm_derived THEN 1 ELSE 0 END)
+      - (CASE WHEN __ivm_was THEN 1 ELSE 0 END) AS {W},
+    CASE WHEN __ivm_before THEN NULL
+         WHEN __ivm_derived THEN __ivm_old_birth
+         ELSE __ivm_next_derivation END AS __ivm_later
+  FROM rows)
+SELECT * FROM decided WHERE {W} <> 0 OR __ivm_later IS NOT NULL"""
