@@ -1,0 +1,292 @@
+"""Benchmark: recursive views (WITH RECURSIVE) against DuckDB recomputing them.
+
+Two views, each in its own session over its own graph in ``e (s, d)`` (no key,
+duplicate edges allowed), 100k edges by default:
+
+* ``reach``: the nodes reachable from 10 source nodes (``src``), over a random
+  sparse directed graph (``--edges`` edges between ``--nodes`` nodes, both ends
+  uniform; with the default of two edges per node most nodes are reachable);
+* ``tc``: the transitive closure, over a forest-like DAG whose closure stays small
+  (in blocks of ``--block`` nodes, each edge goes from a node to one of the next
+  ``--window`` nodes of its block): the closure of a random graph with a giant
+  strongly connected component is quadratic, and no way of computing it is feasible.
+
+The initial edges are loaded with one ``db.ingest`` and the view is then created
+over them (its backfill), against DuckDB's one-off query. Then, ``--repeats`` times
+each: one random edge in, one existing edge out, and a batch of ``--batch`` edges
+(half in, half out). The incremental time is the whole ``db.ingest`` call; the
+baseline is DuckDB running the same recursive query from scratch (``CREATE OR
+REPLACE TABLE … AS``) over plain tables holding the same edges, in the same process
+(a separate ``duckdb.connect()``). Printed: median times and the ratio recompute /
+ivm, the median number of view rows each change moved, and the rows the view's
+state holds (its operators' traces) against its output rows. ``--profile`` prints
+``db.explain(view, analyze=True)`` for the slowest epoch of each kind. At the end each
+view must equal recomputation.
+
+    .venv/bin/python benchmarks/bench_recursive.py [--edges 100000] [--nodes 50000]
+        [--repeats 5] [--batch 1000] [--views reach,tc] [--quick] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+from bench_aggregate import difference
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+import ivm
+
+DDL = "CREATE TABLE e (s BIGINT, d BIGINT); CREATE TABLE src (id BIGINT)"
+VIEWS = {
+    "reach": (
+        "WITH RECURSIVE r(n) AS (SELECT id FROM src UNION "
+        "SELECT e.d FROM r JOIN e ON r.n = e.s) SELECT n FROM r"
+    ),
+    "tc": (
+        "WITH RECURSIVE r(a, b) AS (SELECT s, d FROM e UNION "
+        "SELECT r.a, e.d FROM r JOIN e ON r.b = e.s) SELECT a, b FROM r"
+    ),
+}
+SOURCES = 10
+"""Source nodes of ``reach``."""
+SEED = 11
+
+
+class Graph:
+    """The live edges of one view's graph, and random changes to them (vectorized)."""
+
+    def __init__(self, draw: Callable[[np.random.Generator, int], np.ndarray], edges: int,
+                 rng: np.random.Generator) -> None:
+        self.draw = draw
+        self.rng = rng
+        self.edges = draw(rng, edges)  # (n, 2): one edge per row
+
+    def table(self) -> pa.Table:
+        """The live edges as a table of ``e``."""
+        return pa.table({"s": pa.array(self.edges[:, 0], pa.int64()),
+                         "d": pa.array(self.edges[:, 1], pa.int64())})
+
+    def change(self, inserts: int, deletes: int) -> pa.Table:
+        """A batch inserting ``inserts`` new random edges and deleting ``deletes`` live ones
+        (one copy each); updates the live edges."""
+        picked = self.rng.choice(len(self.edges), deletes, replace=False)
+        old = self.edges[picked]
+        new = self.draw(self.rng, inserts)
+        keep = np.ones(len(self.edges), dtype=bool)
+        keep[picked] = False
+        self.edges = np.concatenate([self.edges[keep], new])
+        rows = np.concatenate([old, new])
+        weights = np.concatenate([np.full(deletes, -1), np.ones(inserts)]).astype(np.int64)
+        return pa.table({"s": pa.array(rows[:, 0], pa.int64()),
+                         "d": pa.array(rows[:, 1], pa.int64()),
+                         "__w": pa.array(weights)})
+
+
+def random_edges(nodes: int) -> Callable[[np.random.Generator, int], np.ndarray]:
+    """Edges with both ends uniform over ``nodes`` nodes (cycles, self-loops, duplicates)."""
+    def draw(rng: np.random.Generator, n: int) -> np.ndarray:
+        return rng.integers(0, nodes, (n, 2))
+    return draw
+
+
+def block_dag_edges(nodes: int, block: int,
+                    window: int) -> Callable[[np.random.Generator, int], np.ndarray]:
+    """Edges from a node to one of the next ``window`` nodes of its block of ``block``
+    nodes: a DAG of ``nodes // block`` components, each's closure at most block²/2 pairs."""
+    blocks = max(nodes // block, 1)
+
+    def draw(rng: np.random.Generator, n: int) -> np.ndarray:
+        first = rng.integers(0, blocks, n) * block
+        position = rng.integers(0, block - 1, n)
+        reach = np.minimum(window, block - 1 - position)
+        offset = 1 + (rng.random(n) * reach).astype(np.int64)
+        return np.stack([first + position, first + position + offset], axis=1)
+    return draw
+
+
+@dataclass
+class Timings:
+    """One kind of change, repeated: ivm's epochs, DuckDB's recomputations, rows moved."""
+
+    ivm: list[float] = field(default_factory=list)
+    recompute: list[float] = field(default_factory=list)
+    moved: list[int] = field(default_factory=list)
+    slowest: str = ""
+    """``explain(analyze=True)`` after the slowest epoch (with ``--profile``)."""
+
+
+def recompute_seconds(plain: duckdb.DuckDBPyConnection, sql: str) -> float:
+    """Time DuckDB computing the view from scratch over its plain tables."""
+    start = time.perf_counter()
+    plain.execute(f"CREATE OR REPLACE TABLE recomputed AS {sql}")
+    return time.perf_counter() - start
+
+
+def load_plain(plain: duckdb.DuckDBPyConnection, edges: pa.Table) -> None:
+    """Make the baseline's ``e`` hold ``edges`` (untimed: only the query is compared)."""
+    plain.register("live_edges", edges)
+    plain.execute("CREATE OR REPLACE TABLE e AS SELECT * FROM live_edges")
+    plain.unregister("live_edges")
+
+
+def state_rows(db: ivm.Session, view: str) -> dict[str, tuple[int, int]]:
+    """Rows in each trace of the view's operators (tables ``__ivm_op_<view>#<role>-<fp>``),
+    by role: all of them, whatever their weights (what is stored), and the distinct rows
+    of non-zero total weight (what compaction would keep)."""
+    prefix = f"__ivm_op_{view}#"
+    names = db.con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE starts_with(table_name, ?) "
+        "ORDER BY table_name", [prefix]
+    ).fetchall()
+    rows = {}
+    for (name,) in names:
+        role = name[len(prefix):].rsplit("-", 1)[0]
+        stored, live = db.con.execute(
+            f'SELECT (SELECT count(*) FROM "{name}"), (SELECT count(*) FROM (SELECT * '
+            f'EXCLUDE (__w) FROM "{name}" GROUP BY ALL HAVING SUM(__w) <> 0))'
+        ).fetchall()[0]
+        rows[role] = (stored, live)
+    return rows
+
+
+def moved_rows(delta: pa.Table) -> int:
+    """View rows a change inserted or deleted (the sum of its |weights|)."""
+    return int(np.abs(delta["__w"].to_numpy()).sum()) if delta.num_rows else 0
+
+
+def run_view(console: Console, name: str, args: argparse.Namespace) -> tuple[list, list]:
+    """Load the view's graph, time its changes; rows for the results and state tables."""
+    rng = np.random.default_rng(SEED)
+    if name == "reach":
+        draw = random_edges(args.nodes)
+        shape = f"random graph, {args.nodes:,} nodes"
+    else:
+        draw = block_dag_edges(args.nodes, args.block, args.window)
+        shape = (f"block DAG, {args.nodes // args.block:,} blocks of {args.block} nodes, "
+                 f"edges to the next {args.window}")
+    graph = Graph(draw, args.edges, rng)
+    sources = pa.table({"id": pa.array(rng.choice(args.nodes, SOURCES, replace=False),
+                                       pa.int64())})
+    sql = VIEWS[name]
+
+    db = ivm.connect()
+    db.execute(DDL)
+    start = time.perf_counter()
+    db.ingest({"e": graph.table(), "src": sources})
+    loaded = time.perf_counter() - start
+    start = time.perf_counter()
+    db.execute(f"CREATE VIEW {name} AS {sql}")
+    backfill = time.perf_counter() - start
+    plain = duckdb.connect()
+    plain.execute(DDL)
+    plain.register("s", sources)
+    plain.execute("INSERT INTO src SELECT * FROM s")
+    plain.unregister("s")
+    load_plain(plain, graph.table())
+    once = recompute_seconds(plain, sql)
+    output = db.read(name).num_rows
+    console.print(
+        f"{name}: {args.edges:,} edges ({shape}); {output:,} rows in the view. "
+        f"ivm: load {loaded * 1000:.0f} ms, CREATE VIEW (backfill) {backfill * 1000:.0f} ms; "
+        f"DuckDB's one-off query {once * 1000:.0f} ms ({once / backfill:.2f}x the backfill)"
+    )
+
+    half = args.batch // 2
+    kinds = {"one edge in": (1, 0), "one edge out": (0, 1),
+             f"{args.batch:,} edges ({half:,} in, {args.batch - half:,} out)":
+             (half, args.batch - half)}
+    results = []
+    for kind, (inserts, deletes) in kinds.items():
+        timings = Timings()
+        for _ in range(args.repeats):
+            batch = graph.change(inserts, deletes)
+            start = time.perf_counter()
+            delta = db.ingest("e", batch)
+            seconds = time.perf_counter() - start
+            if args.profile and seconds > max(timings.ivm, default=0.0):
+                timings.slowest = db.explain(name, analyze=True)
+            timings.ivm.append(seconds)
+            timings.moved.append(moved_rows(delta[name]))
+            load_plain(plain, graph.table())
+            timings.recompute.append(recompute_seconds(plain, sql))
+        inc, rec = statistics.median(timings.ivm), statistics.median(timings.recompute)
+        results.append((name, kind, f"{inc * 1000:.1f}", f"{max(timings.ivm) * 1000:.1f}",
+                        f"{rec * 1000:.1f}", f"{rec / inc:.1f}x",
+                        f"{statistics.median(timings.moved):,.0f}"))
+        if args.profile:
+            console.print(f"{name}, {kind}: the slowest epoch "
+                          f"({max(timings.ivm) * 1000:.1f} ms)")
+            console.print(escape(timings.slowest))
+
+    problem = difference(db.read(name), plain.sql(sql).to_arrow_table())
+    assert problem is None, f"{name} differs from recomputation: {problem}"
+    console.print(f"{name}: equals recomputation after the run")
+    traces = state_rows(db, name)
+    output = db.read(name).num_rows
+    stored, live = (sum(rows[i] for rows in traces.values()) for i in (0, 1))
+    state = [(name, role, f"{rows[0]:,}", f"{rows[1]:,}", "") for role, rows in traces.items()]
+    state.append((name, "all traces", f"{stored:,} ({stored / max(output, 1):.2f}x)",
+                  f"{live:,} ({live / max(output, 1):.2f}x)", f"{output:,}"))
+    db.close()
+    plain.close()
+    return results, state
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--edges", type=int, default=100_000)
+    parser.add_argument("--nodes", type=int, help="default: half the edges")
+    parser.add_argument("--block", type=int, default=30, help="tc: nodes per DAG component")
+    parser.add_argument("--window", type=int, default=5,
+                        help="tc: an edge goes to one of the next WINDOW nodes")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--views", default=",".join(VIEWS),
+                        help=f"comma-separated, of: {', '.join(VIEWS)}")
+    parser.add_argument("--quick", action="store_true",
+                        help="a smoke test: 10k edges, 3 repeats")
+    parser.add_argument("--profile", action="store_true",
+                        help="print explain(analyze=True) of each kind's slowest epoch")
+    args = parser.parse_args()
+    if args.quick:
+        args.edges, args.repeats = 10_000, 3
+    if args.nodes is None:
+        args.nodes = max(args.edges // 2, SOURCES)
+    names = args.views.split(",")
+    if unknown := [n for n in names if n not in VIEWS]:
+        parser.error(f"unknown views {unknown}; choose from {list(VIEWS)}")
+    console = Console(width=None if sys.stdout.isatty() else 140)
+    results, states = [], []
+    for name in names:
+        timed, state = run_view(console, name, args)
+        results += timed
+        states += state
+
+    table = Table(title=f"ivm vs recompute, {args.edges:,} edges, "
+                        f"median of {args.repeats} epochs")
+    for column in ("view", "change", "ivm ingest (ms)", "slowest (ms)", "recompute (ms)",
+                   "speed-up", "view rows moved"):
+        table.add_column(column, justify="left" if column in ("view", "change") else "right")
+    for row in results:
+        table.add_row(*row)
+    console.print(table)
+    table = Table(title="state: rows in the view's traces vs its output rows")
+    for column in ("view", "trace", "rows stored", "rows of weight ≠ 0", "output rows"):
+        table.add_column(column, justify="left" if column in ("view", "trace") else "right")
+    for row in states:
+        table.add_row(*row)
+    console.print(table)
+
+
+if __name__ == "__main__":
+    main()
