@@ -262,7 +262,7 @@ def test_explain_shows_the_child_circuit() -> None:
         db.close()
 
 
-SPARK_VIEWS = ["tc", "hops", "dag_paths", "chained"]
+SPARK_VIEWS = ["tc", "dag_paths"]
 
 
 @settings(RANDOM_CDC, max_examples=1)
