@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 
 from ivm.operators.aggregate import Aggregate
 from ivm.operators.arrange import Arrange, Arrangement
+from ivm.operators.asof_join import AsOfJoin, IncrementalAsOfJoin
 from ivm.operators.base import Describe, Operator
 from ivm.operators.difference import Difference, DifferenceOperator
 from ivm.operators.distinct import Distinct, IncrementalDistinct
@@ -69,6 +70,7 @@ REGISTRY: Mapping[type[Plan], Factory] = {
     Arrange: _plain(Arrangement),
     Window: _plain(WindowOperator),
     DistinctOn: _plain(FirstPerKey),
+    AsOfJoin: _plain(IncrementalAsOfJoin),
     Feedback: _plain(FeedbackSource),
     Imported: _plain(ImportSource),
 }

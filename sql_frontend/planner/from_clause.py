@@ -11,6 +11,7 @@ from ivm.operators.project import Project
 from ivm.operators.scan import Scan
 from ivm.plan.node import Plan
 from ivm.schema import Schema
+from ivm.sql_frontend.planner.asof_joins import asof_join
 from ivm.sql_frontend.planner.context import Context, Scope
 from ivm.sql_frontend.planner.naming import ref, rename_columns
 from ivm.sql_frontend.planner.outer_joins import SIDES, outer_join, semi_or_anti
@@ -42,7 +43,10 @@ def plan_joins(
         condition = rename_columns(on) if on is not None else None
         side = (join.args.get("side") or "").upper()
         kind = (join.args.get("kind") or "").upper()
-        if side in SIDES:
+        if (join.args.get("method") or "").upper() == "ASOF":
+            left = _inner(ctx, relations, conditions)
+            relations, conditions = [asof_join(ctx, join, left, right, condition)], []
+        elif side in SIDES:
             left = _inner(ctx, relations, conditions)
             relations, conditions = [outer_join(ctx, side, left, right, condition)], []
         elif kind in ("SEMI", "ANTI"):

@@ -88,7 +88,7 @@ def _check_join(join: exp.Join, locator: Locator) -> None:
     method = (join.args.get("method") or "").upper()
     side = (join.args.get("side") or "").upper()
     kind = (join.args.get("kind") or "").upper()
-    if method and method != "NATURAL":
+    if method and method not in ("NATURAL", "ASOF"):
         raise UnsupportedSQL(f"{locator.describe(method + ' JOIN', join)} is not supported yet")
     if side not in ("", "LEFT", "RIGHT", "FULL"):
         raise UnsupportedSQL(f"{locator.describe(side + ' JOIN', join)} is not supported")

@@ -1,0 +1,210 @@
+"""Event-time ASOF JOIN (DuckDB's): each left row with its nearest right row in time.
+
+Meaning: for each left row l (with its multiplicity), the right row r with the same
+equality keys whose time is the nearest one on the side ``op`` allows
+(``l.t >= r.t``: the latest r.t not after l.t; ``>``: strictly before; ``<=``: the
+earliest r.t not before l.t; ``<``: strictly after). Inner: a left row without such an
+r is dropped; ``outer`` (ASOF LEFT JOIN): it is kept with NULL right columns. NULL
+keys or times never match. **Ties**: where several right rows share the nearest time
+(DuckDB picks one of them arbitrarily), ivm takes the first by the right row's other
+columns in order, ascending, NULLs last; copies of one right row match once.
+
+Incremental form (``IncrementalAsOfJoin``), a per-key recompute on the *affected* left
+rows only: those of the change on the left, and, for each right row the change inserts
+or deletes at (k, t), the left rows of key k whose time lies between t's neighbours
+among the right rows of k (old and new): only those can have that row as their match
+before or after. The change is ASOF(affected ∩ L_new, R_new) − ASOF(affected ∩ L_old,
+R_old), both evaluated by DuckDB's own ASOF JOIN over the right rows of the affected
+keys. State: none of its own (both inputs' integrals).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ivm.operators.base import Operator, Run
+from ivm.operators.difference import negated_sql
+from ivm.plan.node import Plan
+from ivm.plan.sql import W, column_list, null_safe_match, union_all_sql
+from ivm.schema import quote
+
+FLIPPED = {">=": "<=", ">": "<", "<=": ">=", "<": ">"}
+"""The comparison seen from the other side (``a >= b`` is ``b <= a``)."""
+
+
+@dataclass(frozen=True, eq=False)
+class AsOfJoin(Plan):
+    """``left`` ASOF [LEFT] JOIN ``right`` ON keys AND ``left_time op right_time``.
+
+    ``keys`` pairs left and right columns that must be equal; output columns are the
+    left's, then the right's (all names distinct)."""
+
+    left: Plan
+    right: Plan
+    keys: tuple[tuple[str, str], ...]
+    left_time: str
+    op: str
+    right_time: str
+    outer: bool
+
+    def __post_init__(self) -> None:
+        if self.op not in FLIPPED:
+            raise ValueError(f"an ASOF join compares with >=, >, <= or <, not {self.op!r}")
+
+    def plain(self, inputs: Sequence[str]) -> str:
+        left, right = inputs
+        return self.asof_sql(left, deduplicated_right_sql(self, right, weighted=False), False)
+
+    def describe(self) -> str:
+        kind = "ASOF LEFT JOIN" if self.outer else "ASOF JOIN"
+        return f"{kind} on {self.condition_sql('l', 'r')}"
+
+    def condition_sql(self, left: str, right: str) -> str:
+        """The ON condition over relations aliased ``left`` and ``right``."""
+        terms = [f"{left}.{quote(a)} = {right}.{quote(b)}" for a, b in self.keys]
+        terms.append(
+            f"{left}.{quote(self.left_time)} {self.op} {right}.{quote(self.right_time)}"
+        )
+        return " AND ".join(terms)
+
+    def asof_sql(self, left: str, right: str, weighted: bool) -> str:
+        """DuckDB's ASOF JOIN of ``left`` (weighted: its weight is the output's) and
+        ``right`` (one row per key and time, no weight)."""
+        kind = "ASOF LEFT JOIN" if self.outer else "ASOF JOIN"
+        columns = column_list(self.left.schema.names, "__l")
+        columns += ", " + column_list(self.right.schema.names, "__r")
+        if weighted:
+            columns += f", __l.{W}"
+        return (
+            f"SELECT {columns} FROM ({left}) AS __l {kind} ({right}) AS __r "
+            f"ON {self.condition_sql('__l', '__r')}"
+        )
+
+
+def deduplicated_right_sql(node: AsOfJoin, right: str, weighted: bool) -> str:
+    """The right rows that can match: non-NULL keys and time, one per key and time (the
+    first by the other columns, ascending, NULLs last); ``weighted``: ``right`` is a
+    Z-set whose rows of positive weight are the live ones."""
+    names = node.right.schema.names
+    keys = [b for _, b in node.keys] + [node.right_time]
+    others = [n for n in names if n not in keys]
+    live = (
+        f"SELECT {column_list(names)} FROM ({right}) AS __z GROUP BY ALL HAVING SUM({W}) > 0"
+        if weighted
+        else right
+    )
+    order = ", ".join([quote(k) for k in keys] + [f"{quote(o)} ASC NULLS LAST" for o in others])
+    present = " AND ".join(f"{quote(k)} IS NOT NULL" for k in keys)
+    return (
+        f"SELECT DISTINCT ON ({column_list(keys)}) {column_list(names)} FROM ({live}) AS __x "
+        f"WHERE {present} ORDER BY {order}"
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class IncrementalAsOfJoin(Operator):
+    """ASOF JOIN recomputed on the left rows a change can affect (module docstring)."""
+
+    kind = "asof_join"
+
+    @property
+    def asof(self) -> AsOfJoin:
+        """The plan node."""
+        assert isinstance(self.node, AsOfJoin)
+        return self.node
+
+    def input_keys(self) -> tuple[tuple[str, ...] | None, ...]:
+        keys = self.asof.keys
+        return tuple(a for a, _ in keys), tuple(b for _, b in keys)
+
+    def reads_integrals(self) -> tuple[bool, ...]:
+        return (True, True)
+
+    def label(self) -> str:
+        return (
+            f"IncrementalAsOfJoin {self.asof.describe()} (recomputes the left rows a change "
+            "can affect; state: the inputs' integrals)"
+        )
+
+    def integral(self, run: Run) -> str:
+        node = self.asof
+        left, right = (run.integral(i) for i in self.inputs)
+        return node.asof_sql(left, deduplicated_right_sql(node, right, weighted=True), True)
+
+    def change(self, run: Run) -> str | None:
+        left_change, right_change = (run.change(i) for i in self.inputs)
+        if left_change is None and right_change is None:
+            return None
+        node = self.asof
+        left_old, right_old = (run.integral(i) for i in self.inputs)
+        left_new = _with(left_old, left_change)
+        right_new = _with(right_old, right_change)
+        affected = run.materialize(self, "affected", self._affected_sql(
+            left_change, right_change, left_new, right_old, right_new
+        ))
+        if run.is_empty(affected):
+            return None
+        lnames = node.left.schema.names
+        keys = [b for _, b in node.keys]
+
+        def side(left: str, right: str) -> str:
+            rows = (
+                f"SELECT * FROM ({left}) AS __a SEMI JOIN ({affected}) AS __f "
+                f"ON {null_safe_match(lnames, '__a', '__f')}"
+            )
+            matching = (
+                f"SELECT * FROM ({right}) AS __b SEMI JOIN (SELECT DISTINCT "
+                f"{column_list([a for a, _ in node.keys])} FROM ({affected}) AS __g) AS __k "
+                f"ON {' AND '.join(f'__b.{quote(b)} = __k.{quote(a)}' for a, b in node.keys)}"
+                if keys
+                else right
+            )
+            return node.asof_sql(rows, deduplicated_right_sql(node, matching, True), True)
+
+        new = side(left_new, right_new)
+        old = side(left_old, right_old)
+        return run.materialize(self, "output", union_all_sql([new, negated_sql(old)]))
+
+    def _affected_sql(
+        self,
+        left_change: str | None,
+        right_change: str | None,
+        left_new: str,
+        right_old: str,
+        right_new: str,
+    ) -> str:
+        """Distinct left rows whose output may change (see the module docstring)."""
+        node = self.asof
+        lnames = node.left.schema.names
+        parts = []
+        if left_change is not None:
+            parts.append(f"SELECT {column_list(lnames)} FROM ({left_change}) AS __d")
+        if right_change is not None:
+            keys = [b for _, b in node.keys]
+            t = quote(node.right_time)
+            both = union_all_sql([right_old, right_change])
+            same = " AND ".join(f"__o.{quote(k)} = __c.{quote(k)}" for k in keys) or "true"
+            intervals = (
+                f"SELECT {column_list(keys, '__c')}{',' if keys else ''} "
+                f"(SELECT MAX(__o.{t}) FROM ({both}) AS __o WHERE {same} AND __o.{t} < __c.{t})"
+                f" AS __lo, (SELECT MIN(__o.{t}) FROM ({both}) AS __o WHERE {same} "
+                f"AND __o.{t} > __c.{t}) AS __hi "
+                f"FROM (SELECT DISTINCT {column_list(keys + [node.right_time])} FROM "
+                f"({right_change}) AS __r WHERE {t} IS NOT NULL) AS __c"
+            )
+            match = " AND ".join(
+                f"__l.{quote(a)} = __i.{quote(b)}" for a, b in node.keys
+            ) or "true"
+            lt = f"__l.{quote(node.left_time)}"
+            parts.append(
+                f"SELECT {column_list(lnames, '__l')} FROM ({left_new}) AS __l "
+                f"JOIN ({intervals}) AS __i ON {match} "
+                f"WHERE (__i.__lo IS NULL OR {lt} >= __i.__lo) "
+                f"AND (__i.__hi IS NULL OR {lt} <= __i.__hi)"
+            )
+        return " UNION ".join(f"SELECT * FROM ({p}) AS __p{i}" for i, p in enumerate(parts))
+
+
+def _with(old: str, change: str | None) -> str:
+    return old if change is None else union_all_sql([old, change])
