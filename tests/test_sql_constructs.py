@@ -323,13 +323,14 @@ def test_min_max_when_the_extreme_is_deleted() -> None:
 # --- unsupported SQL ---------------------------------------------------------------------
 
 UNSUPPORTED = {
-    "asof_join": ("SELECT o.id, c.region FROM orders o ASOF JOIN customers c "
-                  "ON o.customer = c.name", "ASOF JOIN"),
+    "asof_right_join": ("SELECT o.id, c.region FROM orders o ASOF RIGHT JOIN customers c "
+                        "ON o.customer = c.name AND o.amount >= c.region", "ASOF RIGHT JOIN"),
     "limit_without_order": ("SELECT * FROM orders LIMIT 3", "LIMIT"),
     "window_in_order_by": ("SELECT id FROM orders ORDER BY row_number() OVER (ORDER BY id)",
                            "window function in ORDER BY"),
-    "recursive_cte": ("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r "
-                      "WHERE n < 3) SELECT n FROM r", "RECURSIVE"),
+    "recursive_using_key": ("WITH RECURSIVE r(n) USING KEY (n) AS (SELECT id FROM orders "
+                            "UNION SELECT n + 1 FROM r WHERE n < 3) SELECT n FROM r",
+                            "USING KEY"),
     "unordered_list": ("SELECT customer, STRING_AGG(qty::VARCHAR, ',') AS l FROM orders "
                        "GROUP BY customer", "ORDER BY"),
 }

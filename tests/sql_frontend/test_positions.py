@@ -73,9 +73,10 @@ def test_second_view_of_a_script_is_located_in_the_script(tables, describe, poin
          "NATURAL JOIN"),
         ("SELECT c.name FROM customers c FULL OUTER JOIN customers d ON true "
          "JOIN customers e USING (name)", "JOIN customers e USING"),
-        ("SELECT o.id FROM orders o\n ASOF LEFT JOIN customers c ON o.customer >= c.name",
-         "ASOF LEFT JOIN"),
-        ("SELECT o.id FROM orders o ASOF JOIN customers c ON o.customer >= c.name", "ASOF JOIN"),
+        ("SELECT o.id FROM orders o\n ASOF RIGHT JOIN customers c ON o.customer >= c.name",
+         "ASOF RIGHT JOIN"),
+        ("SELECT o.id FROM orders o ASOF JOIN customers c ON o.customer >= c.name\n"
+         "  AND o.id < c.name", "ASOF JOIN"),
         ("SELECT id FROM orders ORDER BY rank() OVER (ORDER BY amount)", "rank()"),
         ("SELECT id, MODE(amount) OVER () AS r FROM orders", "MODE(amount)"),
         ("SELECT id, STRING_AGG(customer, ',') OVER () AS r FROM orders", "STRING_AGG("),
@@ -89,7 +90,8 @@ def test_second_view_of_a_script_is_located_in_the_script(tables, describe, poin
          "customer, id"),
         ("SELECT o.id FROM orders o, (VALUES (o.id + 1)) t(x)", "o.id + 1"),
         ("SELECT a FROM (VALUES ((SELECT MAX(id) FROM orders))) t(a)", "(SELECT MAX"),
-        ("WITH RECURSIVE r AS (SELECT 1 AS x) SELECT x FROM r", "WITH RECURSIVE"),
+        ("WITH RECURSIVE r(x) USING KEY (x) AS (SELECT id FROM orders UNION "
+         "SELECT x FROM r) SELECT x FROM r", "r(x) USING KEY"),
         ("SELECT * FROM read_csv('x.csv')", "read_csv"),
         ("SELECT id, current_date AS d FROM orders", "current_date"),
         ("SELECT id, random() AS d FROM orders", "random()"),
@@ -148,8 +150,8 @@ def test_positions_count_from_the_origin_given(tables, describe):
          "string_agg(customer, ',')"),
         ("SELECT id, random() AS r FROM orders", "random()"),
         ("SELECT id FROM orders ORDER BY SUM(amount)\n   OVER ()", "SUM(amount) OVER ()"),
-        ("SELECT o.id FROM orders o\n  ASOF JOIN customers c ON o.customer >= c.name",
-         "ASOF JOIN customers c ON o.customer >= c.name"),
+        ("SELECT o.id FROM orders o\n  ASOF RIGHT JOIN customers c ON o.customer >= c.name",
+         "ASOF RIGHT JOIN customers c ON o.customer >= c.name"),
     ],
 )
 def test_messages_quote_the_users_own_text(tables, describe, query, excerpt):

@@ -13,6 +13,7 @@ from ivm.circuit.incrementalize import incrementalize
 from ivm.execution.embedded import describe
 from ivm.operators.aggregate import Aggregate, AggregateCall
 from ivm.operators.arrange import Arrange
+from ivm.operators.asof_join import AsOfJoin
 from ivm.operators.difference import Difference
 from ivm.operators.distinct import Distinct, IncrementalDistinct
 from ivm.operators.distinct_on import DistinctOn
@@ -22,6 +23,7 @@ from ivm.operators.guard import Guard
 from ivm.operators.invertible_aggregate import InvertibleAggregate
 from ivm.operators.join import DeltaJoin, Join
 from ivm.operators.project import Project, ProjectOperator
+from ivm.operators.recursive import Feedback, Imported
 from ivm.operators.registry import REGISTRY
 from ivm.operators.running_aggregate import RunningAggregate
 from ivm.operators.scan import Scan, Source
@@ -108,7 +110,7 @@ def test_node_types_map_to_their_registered_operators():
     assert set(REGISTRY) == {
         Scan, Filter, Project, UnionAll, Join, Aggregate, Distinct, SetOperation, Difference,
         Guard,
-        Values, TopK, Arrange, Window, DistinctOn,
+        Values, TopK, Arrange, Window, DistinctOn, Feedback, Imported, AsOfJoin,
     }
     assert circuit.output.node is root
 
