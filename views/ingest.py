@@ -97,7 +97,8 @@ class Ingest(_Base):
             changes = self._table_changes(batches, upsert, check=True)
         commits = [(self.names.relation_trace(n), sql) for n, sql in changes.items()]
         runner = EpochRunner(
-            self.con, self.names, changes, profile=profile, iteration_limit=self.iteration_limit
+            self.con, self.names, changes, profile=profile, iteration_limit=self.iteration_limit,
+            epoch=self.catalog.epoch + 1,
         )
         changed_views: dict[str, str] = {}
         with profile.phase("views"):
@@ -223,7 +224,8 @@ class Ingest(_Base):
         try:
             changes = self._table_changes(batches, upsert, check=False)
             runner = EpochRunner(
-                self.con, self.names, changes, iteration_limit=self.iteration_limit
+                self.con, self.names, changes, iteration_limit=self.iteration_limit,
+                epoch=self.catalog.epoch + 1,
             )
             for view in self._views.values():
                 if view.name == failure.view.name:

@@ -105,7 +105,8 @@ class ViewState(_Base):
         self.con.execute("BEGIN TRANSACTION").fetchall()
         try:
             runner = EpochRunner(
-                self.con, self.names, {}, backfill=True, iteration_limit=self.iteration_limit
+                self.con, self.names, {}, backfill=True, iteration_limit=self.iteration_limit,
+                epoch=self.catalog.epoch,
             )
             view = failure.view
             return explain_failure(
@@ -172,7 +173,8 @@ class ViewState(_Base):
         create_trace(self.con, trace, list(columns_of(view.schema)))
         create_traces(self.con, self.names, view.circuit)
         runner = EpochRunner(
-            self.con, self.names, {}, backfill=True, iteration_limit=self.iteration_limit
+            self.con, self.names, {}, backfill=True, iteration_limit=self.iteration_limit,
+            epoch=self.catalog.epoch,
         )
         try:
             delta = runner.run(view.circuit)

@@ -75,9 +75,11 @@ class EpochRunner:
         backfill: bool = False,
         profile: EpochProfile | None = None,
         iteration_limit: int = DEFAULT_ITERATION_LIMIT,
+        epoch: int = 0,
     ) -> None:
         self.con = con
         self.iteration_limit = iteration_limit
+        self.epoch = epoch
         self.profile = profile
         self.store = store
         self.changes = changes

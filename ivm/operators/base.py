@@ -108,6 +108,11 @@ class Run(Protocol):
         ...
 
     @property
+    def epoch(self) -> int:
+        """The epoch being computed (a backfill: the epoch the view starts at)."""
+        ...
+
+    @property
     def iteration_limit(self) -> int:
         """The most iterations a recursion may take within one epoch (the session's)."""
         ...

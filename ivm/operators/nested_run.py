@@ -49,6 +49,10 @@ class NestedRun:
         self._accumulated: dict[str, str] = {}  # nested role → SQL reading its accumulator
 
     @property
+    def epoch(self) -> int:
+        return self.parent.epoch
+
+    @property
     def iteration_limit(self) -> int:
         return self.parent.iteration_limit
 

@@ -26,6 +26,14 @@ from ivm.operators.recursive import Feedback, Imported
 from ivm.operators.running_aggregate import RunningAggregate
 from ivm.operators.scan import Scan, Source
 from ivm.operators.set_operation import IncrementalSetOperation, SetOperation
+from ivm.operators.temporal_join import (
+    Differentiate,
+    DifferentiateOperator,
+    Integrate,
+    IntegrateOperator,
+    LockedJoin,
+    TemporalJoin,
+)
 from ivm.operators.top_k import IncrementalTopK, TopK
 from ivm.operators.union_all import UnionAll, UnionAllOperator
 from ivm.operators.values import Constant, Values
@@ -71,6 +79,9 @@ REGISTRY: Mapping[type[Plan], Factory] = {
     Window: _plain(WindowOperator),
     DistinctOn: _plain(FirstPerKey),
     AsOfJoin: _plain(IncrementalAsOfJoin),
+    Differentiate: _plain(DifferentiateOperator),
+    TemporalJoin: _plain(LockedJoin),
+    Integrate: _plain(IntegrateOperator),
     Feedback: _plain(FeedbackSource),
     Imported: _plain(ImportSource),
 }

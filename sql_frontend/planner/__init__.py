@@ -37,6 +37,7 @@ script the user passed (``origin`` says where the query's text starts there).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from sqlglot import exp
@@ -89,13 +90,23 @@ def plan_expression(
         ctx = Context(relations, describe, locator, tree, plan_node)
         plan = ctx.query(qualified, {})
         # The view's columns are named and typed exactly as DuckDB names and types the query.
-        target = describe(sql if sql is not None else tree.sql(dialect="duckdb"))
+        text = sql if sql is not None else tree.sql(dialect="duckdb")
+        target = describe(without_proctime(text))
         names = unique_names(target.names)
         columns = tuple(
             Column(n, materialized_type(c.type))
             for n, c in zip(names, target.columns, strict=True)
         )
         return conform(ctx, plan, Schema(columns))
+
+
+PROCTIME = re.compile(r"\bFOR\s+SYSTEM_TIME\s+AS\s+OF\s+PROCTIME\s*\(\s*\)", re.IGNORECASE)
+
+
+def without_proctime(sql: str) -> str:
+    """``sql`` without its ``FOR SYSTEM_TIME AS OF PROCTIME()`` clauses, which DuckDB does not
+    parse (they change which rows join, never the columns' names and types)."""
+    return PROCTIME.sub(" ", sql)
 
 
 __all__ = [

@@ -15,6 +15,7 @@ from ivm.sql_frontend.planner.asof_joins import asof_join
 from ivm.sql_frontend.planner.context import Context, Scope
 from ivm.sql_frontend.planner.naming import ref, rename_columns
 from ivm.sql_frontend.planner.outer_joins import SIDES, outer_join, semi_or_anti
+from ivm.sql_frontend.planner.temporal_joins import is_temporal_join, temporal_join
 from ivm.sql_frontend.planner.values import plan_values
 
 
@@ -43,7 +44,10 @@ def plan_joins(
         condition = rename_columns(on) if on is not None else None
         side = (join.args.get("side") or "").upper()
         kind = (join.args.get("kind") or "").upper()
-        if (join.args.get("method") or "").upper() == "ASOF":
+        if is_temporal_join(join.this):
+            left = _inner(ctx, relations, conditions)
+            relations, conditions = [temporal_join(ctx, join, left, right, condition)], []
+        elif (join.args.get("method") or "").upper() == "ASOF":
             left = _inner(ctx, relations, conditions)
             relations, conditions = [asof_join(ctx, join, left, right, condition)], []
         elif side in SIDES:

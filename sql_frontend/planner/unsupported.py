@@ -12,6 +12,7 @@ from sqlglot import exp
 from ivm.errors import UnsupportedSQL
 from ivm.sql_frontend.planner.aggregate_calls import check_not_nested, is_call, take_apart
 from ivm.sql_frontend.planner.subqueries import is_construct
+from ivm.sql_frontend.planner.temporal_joins import is_temporal_join
 from ivm.sql_frontend.planner.values import check_values
 from ivm.sql_frontend.planner.windows import check_window
 from ivm.sql_frontend.positions import Locator
@@ -116,9 +117,10 @@ def _check_using_chain(select: exp.Select, locator: Locator) -> None:
 
 def _check_table(table: exp.Table, locator: Locator) -> None:
     version = table.args.get("version")
-    if version is not None:
+    if version is not None and not is_temporal_join(table):
         raise UnsupportedSQL(
-            f"{locator.describe('FOR SYSTEM_TIME AS OF', version)} is not supported yet"
+            f"{locator.describe('FOR SYSTEM_TIME AS OF', version)} is supported only as "
+            "[LEFT] JOIN r FOR SYSTEM_TIME AS OF PROCTIME() (a processing-time temporal join)"
         )
     if not isinstance(table.this, exp.Identifier):
         raise UnsupportedSQL(f"{locator.describe('table function', table.this)} is not supported")

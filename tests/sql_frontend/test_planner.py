@@ -145,7 +145,8 @@ def test_star_is_expanded(plan):
 @pytest.mark.parametrize(
     ("sql", "construct"),
     [
-        ("SELECT o.id FROM orders o ASOF JOIN customers c ON o.customer >= c.name", "ASOF JOIN"),
+        ("SELECT o.id FROM orders o ASOF RIGHT JOIN customers c ON o.customer >= c.name",
+         "ASOF RIGHT JOIN"),
         ("SELECT id FROM orders LIMIT 1", "LIMIT"),
         ("SELECT id FROM orders ORDER BY rank() OVER (ORDER BY amount)", "window function"),
         ("SELECT ARG_MIN(DISTINCT id, amount) AS n FROM orders", "DISTINCT"),

@@ -236,7 +236,8 @@ def _apply(
         output = changes[input_name(0)]
     else:
         runner = EpochRunner(
-            con, NAMES, changes, backfill=fresh, iteration_limit=ticket.iteration_limit
+            con, NAMES, changes, backfill=fresh, iteration_limit=ticket.iteration_limit,
+            epoch=ticket.epoch,
         )
         output = runner.run(stage.circuit)
         commits = runner.commits

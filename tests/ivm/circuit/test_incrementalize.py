@@ -28,6 +28,7 @@ from ivm.operators.registry import REGISTRY
 from ivm.operators.running_aggregate import RunningAggregate
 from ivm.operators.scan import Scan, Source
 from ivm.operators.set_operation import SetOperation
+from ivm.operators.temporal_join import Differentiate, Integrate, TemporalJoin
 from ivm.operators.top_k import TopK
 from ivm.operators.union_all import UnionAll, UnionAllOperator
 from ivm.operators.values import Values
@@ -111,6 +112,7 @@ def test_node_types_map_to_their_registered_operators():
         Scan, Filter, Project, UnionAll, Join, Aggregate, Distinct, SetOperation, Difference,
         Guard,
         Values, TopK, Arrange, Window, DistinctOn, Feedback, Imported, AsOfJoin,
+        Differentiate, TemporalJoin, Integrate,
     }
     assert circuit.output.node is root
 
