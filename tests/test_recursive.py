@@ -102,7 +102,7 @@ def _views(names: list[str]) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("group", list(GROUPS))
-@settings(RANDOM_CDC, max_examples=3)
+@settings(RANDOM_CDC, max_examples=2)
 @given(data=st.data())
 def test_recursive(group: str, data: st.DataObject) -> None:
     assume(data.draw(st.integers(0, 3), label="a random workload") > 0)
@@ -262,7 +262,7 @@ def test_explain_shows_the_child_circuit() -> None:
         db.close()
 
 
-SPARK_VIEWS = ["tc", "dag_paths"]
+SPARK_VIEWS = ["tc"]
 
 
 @settings(RANDOM_CDC, max_examples=1)
@@ -271,7 +271,7 @@ def test_recursive_on_spark(data: st.DataObject, spark: Any,
                             tmp_path_factory: pytest.TempPathFactory) -> None:
     assume(data.draw(st.integers(0, 3), label="a random workload") > 0)
     directory = tmp_path_factory.mktemp("spark-recursive")
-    run_workload(TABLES, _views(SPARK_VIEWS), data, epochs=3, domains=DOMAINS, warmup=1,
+    run_workload(TABLES, _views(SPARK_VIEWS), data, epochs=2, domains=DOMAINS, warmup=1,
                  max_ops=8, modes=("several",),
                  connect=lambda: ivm.connect(directory, spark=spark, partitions=SPARK_PARTITIONS,
                                              iteration_limit=100))

@@ -30,8 +30,8 @@ ORDERS = (
 CUSTOMERS = "CREATE TABLE customers (name VARCHAR PRIMARY KEY, region VARCHAR)"
 EVENTS = "CREATE TABLE events (k INTEGER, v DOUBLE, tag VARCHAR)"
 
-EXAMPLES = 4
-EPOCHS = 18
+EXAMPLES = 3
+EPOCHS = 15
 
 # Shrinking a failing 70-epoch workload can take hypothesis minutes per test; the
 # suite skips it (a failure still prints every epoch drawn). IVM_SHRINK=1 shrinks.
