@@ -183,7 +183,9 @@ class IncrementalAsOfJoin(Operator):
         if right_change is not None:
             keys = [b for _, b in node.keys]
             t = quote(node.right_time)
-            both = union_all_sql([right_old, right_change])
+            # Neighbours are right rows live before or after the epoch (a trace also holds
+            # rows inserted and deleted since it was compacted, which match nothing).
+            both = union_all_sql([_live(right_old, keys, t), _live(right_new, keys, t)])
             same = " AND ".join(f"__o.{quote(k)} = __c.{quote(k)}" for k in keys) or "true"
             intervals = (
                 f"SELECT {column_list(keys, '__c')}{',' if keys else ''} "
@@ -204,6 +206,14 @@ class IncrementalAsOfJoin(Operator):
                 f"AND (__i.__hi IS NULL OR {lt} <= __i.__hi)"
             )
         return " UNION ".join(f"SELECT * FROM ({p}) AS __p{i}" for i, p in enumerate(parts))
+
+
+def _live(right: str, keys: list[str], time: str) -> str:
+    """The (keys, time) of the rows of Z-set ``right`` whose weight is positive."""
+    columns = column_list(keys) + (", " if keys else "") + time
+    return (
+        f"SELECT {columns}, 1 AS {W} FROM ({right}) AS __v GROUP BY ALL HAVING SUM({W}) > 0"
+    )
 
 
 def _with(old: str, change: str | None) -> str:

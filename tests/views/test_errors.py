@@ -118,7 +118,8 @@ def test_sql_over_unknown_table_is_sql_error(db):
 @pytest.mark.parametrize(
     ("sql", "construct"),
     [
-        ("CREATE VIEW v AS SELECT t.id FROM t ASOF JOIN t AS u ON t.id >= u.id", "ASOF JOIN"),
+        ("CREATE VIEW v AS SELECT t.id FROM t ASOF RIGHT JOIN t AS u ON t.id >= u.id",
+         "ASOF RIGHT JOIN"),
         ("CREATE VIEW v AS SELECT * FROM t FULL JOIN t AS u USING (id) JOIN t AS w USING (id)",
          "USING after a RIGHT or FULL JOIN"),
         ("CREATE VIEW v AS SELECT id FROM t LIMIT 3", "LIMIT"),
