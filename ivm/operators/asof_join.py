@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from ivm.operators.base import Operator, Run
 from ivm.operators.difference import negated_sql
 from ivm.plan.node import Plan
-from ivm.plan.sql import W, column_list, null_safe_match, union_all_sql
+from ivm.plan.sql import W, column_list, empty_relation, null_safe_match, union_all_sql
 from ivm.schema import quote
 
 FLIPPED = {">=": "<=", ">": "<", "<=": ">=", "<": ">"}
@@ -137,6 +137,10 @@ class IncrementalAsOfJoin(Operator):
         if left_change is None and right_change is None:
             return None
         node = self.asof
+        if run.backfill:  # both integrals are empty: the whole join, once
+            left = left_change or empty_relation(node.left.schema)
+            right = right_change or empty_relation(node.right.schema)
+            return node.asof_sql(left, deduplicated_right_sql(node, right, True), True)
         left_old, right_old = (run.integral(i) for i in self.inputs)
         left_new = _with(left_old, left_change)
         right_new = _with(right_old, right_change)
@@ -185,15 +189,30 @@ class IncrementalAsOfJoin(Operator):
             t = quote(node.right_time)
             # Neighbours are right rows live before or after the epoch (a trace also holds
             # rows inserted and deleted since it was compacted, which match nothing).
+            changed = (
+                f"SELECT DISTINCT {column_list(keys + [node.right_time])} FROM "
+                f"({right_change}) AS __r WHERE {t} IS NOT NULL"
+            )
             both = union_all_sql([_live(right_old, keys, t), _live(right_new, keys, t)])
-            same = " AND ".join(f"__o.{quote(k)} = __c.{quote(k)}" for k in keys) or "true"
+            if keys:  # only the changed keys' times are read
+                same = " AND ".join(f"__o.{quote(k)} = __c.{quote(k)}" for k in keys)
+                both = (
+                    f"SELECT * FROM ({both}) AS __o SEMI JOIN (SELECT DISTINCT "
+                    f"{column_list(keys)} FROM ({changed})) AS __c ON {same}"
+                )
+            # Each changed time between its neighbours among those times (one sort per key).
+            partition = f"PARTITION BY {column_list(keys)} " if keys else ""
+            window = f"OVER ({partition}ORDER BY {t})"
+            times = (
+                f"SELECT *, LAG({t}) {window} AS __lo, LEAD({t}) {window} AS __hi FROM "
+                f"(SELECT DISTINCT {column_list(keys + [node.right_time])} FROM ({both})) AS __u"
+            )
+            on = " AND ".join(
+                f"__n.{quote(k)} = __c.{quote(k)}" for k in [*keys, node.right_time]
+            )
             intervals = (
-                f"SELECT {column_list(keys, '__c')}{',' if keys else ''} "
-                f"(SELECT MAX(__o.{t}) FROM ({both}) AS __o WHERE {same} AND __o.{t} < __c.{t})"
-                f" AS __lo, (SELECT MIN(__o.{t}) FROM ({both}) AS __o WHERE {same} "
-                f"AND __o.{t} > __c.{t}) AS __hi "
-                f"FROM (SELECT DISTINCT {column_list(keys + [node.right_time])} FROM "
-                f"({right_change}) AS __r WHERE {t} IS NOT NULL) AS __c"
+                f"SELECT {column_list(keys, '__n')}{',' if keys else ''} __n.__lo, __n.__hi "
+                f"FROM ({times}) AS __n SEMI JOIN ({changed}) AS __c ON {on}"
             )
             match = " AND ".join(
                 f"__l.{quote(a)} = __i.{quote(b)}" for a, b in node.keys

@@ -31,7 +31,7 @@ from ivm.operators.base import Operator, Run, TraceSpec
 from ivm.operators.join import conjuncts
 from ivm.plan.node import Plan
 from ivm.plan.sql import W, column_list, null_safe_match, sql_of, union_all_sql
-from ivm.schema import Column, Schema
+from ivm.schema import Column, Schema, quote
 
 ARRIVAL = "__ivm_arrival"
 ARRIVALS = "arrivals"
@@ -187,6 +187,14 @@ class LockedJoin(Operator):
         if right_change is not None:
             right = union_all_sql([right, right_change])
         rnames = node.right.schema.names
+        pairs = node.equi_keys()
+        if pairs:  # only the right rows the arrivals' keys can match
+            keys = ", ".join(f"{quote(a)}" for a, _ in pairs)
+            same = " AND ".join(f"__r.{quote(b)} = __k.{quote(a)}" for a, b in pairs)
+            right = (
+                f"SELECT * FROM ({right}) AS __r SEMI JOIN (SELECT DISTINCT {keys} FROM "
+                f"({delta}) AS __d WHERE {W} > 0) AS __k ON {same}"
+            )
         live_right = (
             f"SELECT {column_list(rnames)}, SUM({W}) AS {W} FROM ({right}) AS __r "
             f"GROUP BY ALL HAVING SUM({W}) > 0"
