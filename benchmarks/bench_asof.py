@@ -23,23 +23,29 @@ times, the ratios recompute / ivm (never asserted), the view rows each batch mov
 where ivm's time went: the epoch's phases and every statement an operator materialized
 (``EpochRunner.materialize``, wrapped to time each one), medians per kind of batch.
 ``--profile`` also prints ``db.explain(view, analyze=True)`` after each kind's slowest
-epoch. At the end each view must equal recomputation.
+epoch; ``--plans`` runs one more (untimed) epoch of each kind whose every statement
+DuckDB profiles first, and prints each one's costliest operators. At the end each view
+must equal recomputation.
 
     .venv/bin/python benchmarks/bench_asof.py [--trades 1000000] [--quotes 1000000]
         [--symbols 1000] [--batch 1000] [--repeats 5] [--views asof,asof_left]
-        [--quick] [--profile]
+        [--quick] [--profile] [--plans]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import duckdb
 import numpy as np
@@ -128,18 +134,54 @@ def written(runner: EpochRunner) -> int:
     return sum(s.rows for s in profile.operators.values()) if profile is not None else 0
 
 
+Hotspot = tuple[str, int, float]
+"""A DuckDB operator in a profiled statement: what (and on what), rows out, seconds."""
+
+
+def hotspots(con: duckdb.DuckDBPyConnection, sql: str, top: int = 6) -> list[Hotspot]:
+    """DuckDB's own profile of ``sql``, run once more into a scratch table: its ``top``
+    costliest operators, by the time DuckDB's profiler gives each."""
+    path = Path(tempfile.gettempdir()) / f"bench_asof_{os.getpid()}.json"
+    con.execute(f"SET enable_profiling = 'json'; SET profiling_output = '{path}'")
+    try:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE __bench_asof_plan AS {sql}")
+    finally:
+        con.execute("PRAGMA disable_profiling")
+        con.execute("DROP TABLE IF EXISTS __bench_asof_plan")
+    nodes, found = json.loads(path.read_text()).get("operator", []), []
+    while nodes:
+        node = nodes.pop()
+        nodes += node.get("children", [])
+        info = node.get("extra_info", {})
+        on = next((str(info[k]) for k in ("Table", "Conditions", "Aggregates", "Order By", "Groups",
+                                          "Expression") if k in info), "")
+        found.append((f"{node.get('type', '?')} {on}"[:70], int(node.get("intermediate_rows", 0)),
+                      float(node.get("timing", 0.0))))
+    path.unlink(missing_ok=True)
+    return sorted(found, key=lambda f: -f[2])[:top]
+
+
+Plans = list[tuple[str, float, list[Hotspot]]]
+"""Per statement: its label, its time, its costliest operators (``hotspots``)."""
+
+
 @contextmanager
-def statements_timed(into: list[tuple[str, float, int]]) -> Iterator[None]:
+def statements_timed(into: list[tuple[str, float, int]],
+                     plans: Plans | None = None) -> Iterator[None]:
     """Time every statement an operator materializes (``EpochRunner.materialize``):
-    appends (operator kind and part, seconds, rows written) to ``into``."""
+    appends (operator kind and part, seconds, rows written) to ``into``; with ``plans``,
+    profiles each statement in DuckDB first (``hotspots``) and appends that to ``plans``."""
     original = EpochRunner.materialize
 
     def timed(runner: EpochRunner, op: Operator, part: str, sql: str) -> str:
+        costliest = hotspots(runner.con, sql) if plans is not None else []
         before = written(runner)
         start = time.perf_counter()
         result = original(runner, op, part, sql)
         seconds = time.perf_counter() - start
         into.append((f"{op.kind}: {part}", seconds, written(runner) - before))
+        if plans is not None:
+            plans.append((f"{op.kind}: {part}", seconds, costliest))
         return result
 
     EpochRunner.materialize = timed  # type: ignore[method-assign]
@@ -241,6 +283,19 @@ def report(console: Console, name: str, kind: str, t: Timings, profile: bool) ->
         console.print(escape(t.slowest))
 
 
+def plan_table(console: Console, name: str, kind: str, plans: Plans) -> None:
+    """Print each statement's costliest DuckDB operators (``--plans``)."""
+    table = Table(title=f"{name}, {kind}: DuckDB's costliest operators in each statement "
+                        "(one more epoch, profiled)")
+    for column in ("statement (ms)", "operator", "rows out", "ms"):
+        table.add_column(column, justify="right" if column in ("rows out", "ms") else "left")
+    for label, seconds, costliest in plans:
+        for i, (what, rows, op_seconds) in enumerate(costliest):
+            table.add_row(f"{label} ({seconds * 1000:,.1f})" if i == 0 else "", escape(what),
+                          f"{rows:,}", f"{op_seconds * 1000:,.1f}")
+    console.print(table)
+
+
 def run_view(console: Console, name: str,
              args: argparse.Namespace) -> tuple[list[Row], list[Row]]:
     """Load the market, time the batches; rows for the results and where-time-goes tables.
@@ -279,6 +334,12 @@ def run_view(console: Console, name: str,
         results.append(timed_row(name, kind, t))
         where += where_rows(name, kind, t)
         report(console, name, kind, t, args.profile)
+        if args.plans:  # one more epoch of the kind, untimed, each statement profiled
+            batch, plans = make(), []
+            with statements_timed([], plans):
+                db.ingest(batch)
+            apply_seconds(plain, batch)
+            plan_table(console, name, kind, plans)
 
     problem = difference(db.read(name), plain.sql(sql).to_arrow_table())
     assert problem is None, f"{name} differs from recomputation: {problem}"
@@ -302,6 +363,9 @@ def main() -> None:
                              "unless given")
     parser.add_argument("--profile", action="store_true",
                         help="print explain(analyze=True) of each kind's slowest epoch")
+    parser.add_argument("--plans", action="store_true",
+                        help="after each kind's epochs, one more (untimed) whose statements "
+                             "DuckDB profiles: their costliest operators")
     args = parser.parse_args()
     args.trades = args.trades or (20_000 if args.quick else 1_000_000)
     args.quotes = args.quotes or (20_000 if args.quick else 1_000_000)
