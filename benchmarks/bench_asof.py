@@ -27,9 +27,19 @@ epoch; ``--plans`` runs one more (untimed) epoch of each kind whose every statem
 DuckDB profiles first, and prints each one's costliest operators. At the end each view
 must equal recomputation.
 
+``temporal`` (in ``--views``): the processing-time temporal join ``orders o JOIN prices
+FOR SYSTEM_TIME AS OF PROCTIME() AS p ON o.item = p.item`` (``prices`` keyed by item),
+once per size of ``prices`` in ``--prices`` (10k, 100k, 1M), each over ``--orders``
+(100k) first orders: the epoch of ``--batch`` new orders, and of as many new orders
+with as many prices changed (one upsert), to show what a batch costs as ``prices``
+grows. No query recomputes it (it depends on arrival), so the baselines are DuckDB
+joining the batch alone with ``prices`` (what a lookup per batch costs) and, for scale,
+the plain join of every order with ``prices``; the check at the end is against the
+batches joined with ``prices`` as they arrived.
+
     .venv/bin/python benchmarks/bench_asof.py [--trades 1000000] [--quotes 1000000]
-        [--symbols 1000] [--batch 1000] [--repeats 5] [--views asof,asof_left]
-        [--quick] [--profile] [--plans]
+        [--symbols 1000] [--batch 1000] [--repeats 5] [--views asof,asof_left,temporal]
+        [--prices 10000,100000,1000000] [--orders 100000] [--quick] [--profile] [--plans]
 """
 
 from __future__ import annotations
@@ -68,6 +78,16 @@ QUERY = (
     "FROM trades t {join} quotes q ON t.sym = q.sym AND t.ts >= q.ts"
 )
 VIEWS = {"asof": QUERY.format(join="ASOF JOIN"), "asof_left": QUERY.format(join="ASOF LEFT JOIN")}
+TEMPORAL_DDL = (
+    "CREATE TABLE orders (id BIGINT PRIMARY KEY, item BIGINT, qty INTEGER); "
+    "CREATE TABLE prices (item BIGINT PRIMARY KEY, price DECIMAL(12,2))"
+)
+TEMPORAL = (
+    "SELECT o.id, o.item, o.qty, p.price FROM orders o "
+    "JOIN prices FOR SYSTEM_TIME AS OF PROCTIME() AS p ON o.item = p.item"
+)
+LOOKUP = "SELECT o.id, o.item, o.qty, p.price FROM {orders} o JOIN prices p ON o.item = p.item"
+"""The temporal join's baselines: the batch's orders (or all of them) joined with prices."""
 MIDNIGHT = int(np.datetime64("2024-06-03T00:00:00", "us").astype(np.int64))
 """The day's start, in microseconds since 1970."""
 LOADED = 23 * 3600 * 10**6
@@ -198,6 +218,8 @@ class Timings:
     ivm: list[float] = field(default_factory=list)
     recompute: list[float] = field(default_factory=list)
     applied: list[float] = field(default_factory=list)
+    full: list[float] = field(default_factory=list)
+    """The temporal join's second baseline: the plain join of every order."""
     moved: list[int] = field(default_factory=list)
     phases: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     statements: dict[str, list[tuple[float, int]]] = field(
@@ -217,12 +239,15 @@ def recompute_seconds(plain: duckdb.DuckDBPyConnection, sql: str) -> float:
     return time.perf_counter() - start
 
 
-def apply_seconds(plain: duckdb.DuckDBPyConnection, batches: dict[str, pa.Table]) -> float:
-    """Insert the batch into the baseline's plain tables; its time."""
+def apply_seconds(plain: duckdb.DuckDBPyConnection, batches: dict[str, pa.Table],
+                  replace: bool = False) -> float:
+    """Insert the batch into the baseline's plain tables (``replace``: a row replaces the
+    one with its key), in order; its time."""
     start = time.perf_counter()
     for table, rows in batches.items():
         plain.register("batch", rows)
-        plain.execute(f"INSERT INTO {table} BY NAME SELECT * FROM batch")
+        verb = "INSERT OR REPLACE" if replace else "INSERT"
+        plain.execute(f"{verb} INTO {table} BY NAME SELECT * FROM batch")
         plain.unregister("batch")
     return time.perf_counter() - start
 
@@ -250,8 +275,9 @@ def where_rows(name: str, kind: str, t: Timings) -> list[Row]:
     """Lines of the where-the-time-goes table: the phases, then each statement."""
     others = [p for p in t.phases if p != "views"]
     rest = [sum(run) for run in zip(*(t.phases[p] for p in others), strict=True)]
+    each = ", ".join(f"{p} {ms(t.phases[p])}" for p in others if ms(t.phases[p]) != "0.0")
     lines = [(name, kind, "phase: views (computing the view's change)", ms(t.phases["views"]),
-              ""), (name, kind, "other phases (checks, appends, commit…)", ms(rest), "")]
+              ""), (name, kind, f"other phases: {each}", ms(rest), "")]
     for label, runs in t.statements.items():
         rows = statistics.median(r for _, r in runs)
         lines.append((name, kind, f"  {label}", ms([s for s, _ in runs]), f"{rows:,.0f}"))
@@ -259,12 +285,12 @@ def where_rows(name: str, kind: str, t: Timings) -> list[Row]:
 
 
 def epoch(db: ivm.Session, name: str, batch: dict[str, pa.Table], t: Timings,
-          profile: bool) -> None:
+          profile: bool, mode: str = "insert") -> None:
     """One timed ``ingest``: its time, the view rows it moved, its phases and statements."""
     statements: list[tuple[str, float, int]] = []
     with statements_timed(statements):
         start = time.perf_counter()
-        delta = db.ingest(batch)
+        delta = db.ingest(batch, mode=mode)
         seconds = time.perf_counter() - start
     if profile and seconds > max(t.ivm, default=0.0):
         t.slowest = db.explain(name, analyze=True)
@@ -283,16 +309,29 @@ def report(console: Console, name: str, kind: str, t: Timings, profile: bool) ->
         console.print(escape(t.slowest))
 
 
-def plan_table(console: Console, name: str, kind: str, plans: Plans) -> None:
-    """Print each statement's costliest DuckDB operators (``--plans``)."""
-    table = Table(title=f"{name}, {kind}: DuckDB's costliest operators in each statement "
-                        "(one more epoch, profiled)")
-    for column in ("statement (ms)", "operator", "rows out", "ms"):
-        table.add_column(column, justify="right" if column in ("rows out", "ms") else "left")
-    for label, seconds, costliest in plans:
-        for i, (what, rows, op_seconds) in enumerate(costliest):
-            table.add_row(f"{label} ({seconds * 1000:,.1f})" if i == 0 else "", escape(what),
-                          f"{rows:,}", f"{op_seconds * 1000:,.1f}")
+def plan_epoch(console: Console, db: ivm.Session, name: str, kind: str,
+               batch: dict[str, pa.Table], mode: str = "insert") -> None:
+    """``--plans``: one more epoch of a kind, untimed, whose every statement DuckDB profiles
+    first; prints each statement's costliest operators."""
+    plans: Plans = []
+    with statements_timed([], plans):
+        db.ingest(batch, mode=mode)
+    rows = [(f"{label} ({seconds * 1000:,.1f})" if i == 0 else "", escape(what), f"{n:,}",
+             f"{op_seconds * 1000:,.1f}")
+            for label, seconds, costliest in plans
+            for i, (what, n, op_seconds) in enumerate(costliest)]
+    print_table(console, f"{name}, {kind}: DuckDB's costliest operators in each statement "
+                "(one more epoch, profiled)", ["statement (ms)", "operator", "rows out", "ms"],
+                rows, 2)
+
+def print_table(console: Console, title: str, columns: list[str], rows: list[Row],
+                left: int) -> None:
+    """Print ``rows`` under ``columns``, the first ``left`` columns left-aligned."""
+    table = Table(title=title)
+    for i, column in enumerate(columns):
+        table.add_column(column, justify="left" if i < left else "right")
+    for row in rows:
+        table.add_row(*row)
     console.print(table)
 
 
@@ -334,16 +373,85 @@ def run_view(console: Console, name: str,
         results.append(timed_row(name, kind, t))
         where += where_rows(name, kind, t)
         report(console, name, kind, t, args.profile)
-        if args.plans:  # one more epoch of the kind, untimed, each statement profiled
-            batch, plans = make(), []
-            with statements_timed([], plans):
-                db.ingest(batch)
+        if args.plans:
+            batch = make()
+            plan_epoch(console, db, name, kind, batch)
             apply_seconds(plain, batch)
-            plan_table(console, name, kind, plans)
 
     problem = difference(db.read(name), plain.sql(sql).to_arrow_table())
     assert problem is None, f"{name} differs from recomputation: {problem}"
     console.print(f"{name}: equals recomputation after the run")
+    db.close()
+    plain.close()
+    return results, where
+
+
+def run_temporal(console: Console, size: int,
+                 args: argparse.Namespace) -> tuple[list[Row], list[Row]]:
+    """The temporal join over ``size`` prices: its epochs against DuckDB's lookups."""
+    rng = np.random.default_rng(SEED)
+    next_id = 0
+
+    def orders(n: int) -> pa.Table:
+        nonlocal next_id
+        next_id += n
+        return pa.table({"id": pa.array(np.arange(next_id - n, next_id, dtype=np.int64)),
+                         "item": pa.array(rng.integers(0, size, n)),
+                         "qty": pa.array(rng.integers(1, 100, n), pa.int32())})
+
+    def prices(items: np.ndarray) -> pa.Table:
+        cents = rng.integers(100, 100_000, len(items))
+        return pa.table({"item": pa.array(items, pa.int64()),
+                         "price": pa.array(cents / 100).cast(pa.decimal128(12, 2))})
+
+    plain = duckdb.connect()
+    plain.execute(f"{TEMPORAL_DDL}; CREATE TABLE expected AS "
+                  f"{LOOKUP.format(orders='orders')} LIMIT 0")
+
+    def lookup(batch: dict[str, pa.Table]) -> float:
+        """DuckDB joining the batch's orders with prices (timed), kept as expected rows."""
+        plain.register("new_orders", batch["orders"])
+        seconds = recompute_seconds(plain, LOOKUP.format(orders="new_orders"))
+        plain.unregister("new_orders")
+        plain.execute("INSERT INTO expected SELECT * FROM recomputed")
+        return seconds
+
+    db = ivm.connect()
+    db.execute(f"{TEMPORAL_DDL}; CREATE VIEW temporal AS {TEMPORAL}")
+    first = {"prices": prices(np.arange(size)), "orders": orders(args.orders)}
+    db.ingest(first)
+    apply_seconds(plain, first)
+    lookup(first)
+    n, name = args.batch, f"temporal, {size:,} prices"
+    kinds = {f"{n:,} new orders": lambda: {"orders": orders(n)},
+             f"{n:,} new orders + {n:,} prices changed": lambda: {
+                 "prices": prices(rng.choice(size, min(n, size), replace=False)),
+                 "orders": orders(n)}}
+    results, where = [], []
+    for kind, make in kinds.items():
+        t = Timings()
+        for _ in range(args.repeats):
+            batch = make()
+            upsert = "prices" in batch  # a changed price replaces its item's
+            epoch(db, "temporal", batch, t, args.profile, "upsert" if upsert else "insert")
+            t.applied.append(apply_seconds(plain, batch, replace=upsert))
+            t.recompute.append(lookup(batch))
+            t.full.append(recompute_seconds(plain, LOOKUP.format(orders="orders")))
+        inc, full = statistics.median(t.ivm), statistics.median(t.full)
+        results.append((f"{size:,}", kind, ms(t.ivm), ms(t.recompute),
+                        f"{statistics.median(t.recompute) / inc:.2f}x", ms(t.full),
+                        f"{full / inc:.1f}x", f"{statistics.median(t.moved):,.0f}"))
+        where += where_rows(name, kind, t)
+        report(console, name, kind, t, args.profile)
+        if args.plans:
+            batch = make()
+            upsert = "prices" in batch
+            plan_epoch(console, db, name, kind, batch, "upsert" if upsert else "insert")
+            apply_seconds(plain, batch, replace=upsert)
+            lookup(batch)
+    problem = difference(db.read("temporal"), plain.sql("SELECT * FROM expected").to_arrow_table())
+    assert problem is None, f"{name} differs from the batches joined as they arrived: {problem}"
+    console.print(f"{name}: equals the batches joined with prices as they arrived")
     db.close()
     plain.close()
     return results, where
@@ -356,8 +464,12 @@ def main() -> None:
     parser.add_argument("--symbols", type=int, help="default: 1000 (--quick: 100)")
     parser.add_argument("--batch", type=int, default=1000, help="rows of each kind per batch")
     parser.add_argument("--repeats", type=int, help="default: 5 (--quick: 3)")
-    parser.add_argument("--views", default="asof",
-                        help=f"comma-separated, of: {', '.join(VIEWS)}")
+    parser.add_argument("--views", default="asof,temporal",
+                        help=f"comma-separated, of: {', '.join(VIEWS)}, temporal")
+    parser.add_argument("--prices", help="temporal: sizes of prices, comma-separated; "
+                        "default: 10000,100000,1000000 (--quick: 1000,10000)")
+    parser.add_argument("--orders", type=int, help="temporal: first orders; default: 100000 "
+                        "(--quick: 10000)")
     parser.add_argument("--quick", action="store_true",
                         help="a smoke test: 20k trades and quotes, 100 symbols, 3 repeats "
                              "unless given")
@@ -371,31 +483,34 @@ def main() -> None:
     args.quotes = args.quotes or (20_000 if args.quick else 1_000_000)
     args.symbols = args.symbols or (100 if args.quick else 1000)
     args.repeats = args.repeats or (3 if args.quick else 5)
+    args.prices = [int(p) for p in (args.prices or ("1000,10000" if args.quick else
+                                                    "10000,100000,1000000")).split(",")]
+    args.orders = args.orders or (10_000 if args.quick else 100_000)
     names = args.views.split(",")
-    if unknown := [n for n in names if n not in VIEWS]:
-        parser.error(f"unknown views {unknown}; choose from {list(VIEWS)}")
+    if unknown := [n for n in names if n not in [*VIEWS, "temporal"]]:
+        parser.error(f"unknown views {unknown}; choose from {[*VIEWS, 'temporal']}")
     console = Console(width=None if sys.stdout.isatty() else 140)
-    results, where = [], []
+    results, where, temporal = [], [], []
     for name in names:
-        timed, spent = run_view(console, name, args)
-        results += timed
-        where += spent
+        for size in args.prices if name == "temporal" else [0]:
+            timed, spent = (run_temporal(console, size, args) if name == "temporal"
+                            else run_view(console, name, args))
+            (temporal if name == "temporal" else results).extend(timed)
+            where += spent
 
-    table = Table(title=f"ivm vs recompute: {args.trades:,} trades ASOF {args.quotes:,} "
-                        f"quotes, {args.symbols:,} symbols, median of {args.repeats} epochs")
-    for column in ("view", "batch", "ivm (ms)", "slowest (ms)", "recompute (ms)",
-                   "speed-up", "vs apply + recompute", "view rows moved"):
-        table.add_column(column, justify="left" if column in ("view", "batch") else "right")
-    for row in results:
-        table.add_row(*row)
-    console.print(table)
-    table = Table(title="where ivm's epoch goes (medians): phases, then each statement "
-                        "an operator materialized")
-    for column in ("view", "batch", "phase / statement", "ms", "rows"):
-        table.add_column(column, justify="right" if column in ("ms", "rows") else "left")
-    for row in where:
-        table.add_row(*row)
-    console.print(table)
+    if results:
+        print_table(console, f"ivm vs recompute: {args.trades:,} trades ASOF {args.quotes:,} "
+                    f"quotes, {args.symbols:,} symbols, median of {args.repeats} epochs",
+                    ["view", "batch", "ivm (ms)", "slowest (ms)", "recompute (ms)", "speed-up",
+                     "vs apply + recompute", "view rows moved"], results, 2)
+    if temporal:
+        print_table(console, f"temporal join: ivm's epoch as prices grow ({args.orders:,} first "
+                    f"orders), median of {args.repeats}", ["prices", "batch", "ivm (ms)",
+                    "DuckDB: batch ⋈ prices (ms)", "÷ ivm", "DuckDB: all orders ⋈ prices (ms)",
+                    "÷ ivm", "view rows moved"], temporal, 2)
+    print_table(console, "where ivm's epoch goes (medians): phases, then each statement an "
+                "operator materialized", ["view", "batch", "phase / statement", "ms", "rows"],
+                where, 3)
 
 
 if __name__ == "__main__":
