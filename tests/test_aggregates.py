@@ -64,8 +64,8 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
 }
 
 EPOCHS = 15
-RANDOM_CDC = settings(CONSTRUCTS_CDC, max_examples=3)
-"""As tests/test_sql_constructs.py, one example fewer: many views per case already."""
+RANDOM_CDC = settings(CONSTRUCTS_CDC, max_examples=2)
+"""As tests/test_sql_constructs.py: two workloads per case (many views per case already)."""
 
 # --- the oracle for MODE and ARG_MIN/ARG_MAX: ivm's deterministic answer ------------------
 

@@ -30,7 +30,7 @@ ORDERS = (
 CUSTOMERS = "CREATE TABLE customers (name VARCHAR PRIMARY KEY, region VARCHAR)"
 EVENTS = "CREATE TABLE events (k INTEGER, v DOUBLE, tag VARCHAR)"
 
-EXAMPLES = 3
+EXAMPLES = 2
 EPOCHS = 15
 
 # Shrinking a failing 70-epoch workload can take hypothesis minutes per test; the

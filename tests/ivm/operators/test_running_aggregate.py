@@ -75,7 +75,7 @@ VIEWS = {
 
 
 @pytest.mark.parametrize("view", list(VIEWS))
-@settings(RANDOM_CDC, max_examples=3)
+@settings(RANDOM_CDC, max_examples=2)
 @given(data=st.data())
 def test_running_aggregate(view: str, data: st.DataObject) -> None:
     # Tables are emptied often ("clear"): groups and their extremes come and go.
