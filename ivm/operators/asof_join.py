@@ -145,7 +145,7 @@ class IncrementalAsOfJoin(Operator):
         left_new = _with(left_old, left_change)
         right_new = _with(right_old, right_change)
         affected = run.materialize(self, "affected", self._affected_sql(
-            left_change, right_change, left_new, right_old, right_new
+            left_change, right_change, left_old, right_old, right_new
         ))
         if run.is_empty(affected):
             return None
@@ -157,9 +157,9 @@ class IncrementalAsOfJoin(Operator):
                 f"SELECT * FROM ({left}) AS __a SEMI JOIN ({affected}) AS __f "
                 f"ON {null_safe_match(lnames, '__a', '__f')}"
             )
-            matching = (
+            matching = (  # the right rows of this side's own keys (none: nothing read)
                 f"SELECT * FROM ({right}) AS __b SEMI JOIN (SELECT DISTINCT "
-                f"{column_list([a for a, _ in node.keys])} FROM ({affected}) AS __g) AS __k "
+                f"{column_list([a for a, _ in node.keys])} FROM ({rows}) AS __g) AS __k "
                 f"ON {' AND '.join(f'__b.{quote(b)} = __k.{quote(a)}' for a, b in node.keys)}"
                 if keys
                 else right
@@ -174,11 +174,13 @@ class IncrementalAsOfJoin(Operator):
         self,
         left_change: str | None,
         right_change: str | None,
-        left_new: str,
+        left_old: str,
         right_old: str,
         right_new: str,
     ) -> str:
-        """Distinct left rows whose output may change (see the module docstring)."""
+        """Distinct left rows whose output may change (see the module docstring): the left
+        change's rows, and the rows there before whose time lies where a right change
+        can move their match (a row the epoch adds is in the left change already)."""
         node = self.asof
         lnames = node.left.schema.names
         parts = []
@@ -219,7 +221,7 @@ class IncrementalAsOfJoin(Operator):
             ) or "true"
             lt = f"__l.{quote(node.left_time)}"
             parts.append(
-                f"SELECT {column_list(lnames, '__l')} FROM ({left_new}) AS __l "
+                f"SELECT {column_list(lnames, '__l')} FROM ({left_old}) AS __l "
                 f"JOIN ({intervals}) AS __i ON {match} "
                 f"WHERE (__i.__lo IS NULL OR {lt} >= __i.__lo) "
                 f"AND (__i.__hi IS NULL OR {lt} <= __i.__hi)"
