@@ -195,13 +195,14 @@ class IncrementalAsOfJoin(Operator):
                 f"SELECT DISTINCT {column_list(keys + [node.right_time])} FROM "
                 f"({right_change}) AS __r WHERE {t} IS NOT NULL"
             )
-            both = union_all_sql([_live(right_old, keys, t), _live(right_new, keys, t)])
-            if keys:  # only the changed keys' times are read
+            if keys:  # only the changed keys' rows are read
                 same = " AND ".join(f"__o.{quote(k)} = __c.{quote(k)}" for k in keys)
-                both = (
-                    f"SELECT * FROM ({both}) AS __o SEMI JOIN (SELECT DISTINCT "
+                right_old, right_new = (
+                    f"SELECT * FROM ({side}) AS __o SEMI JOIN (SELECT DISTINCT "
                     f"{column_list(keys)} FROM ({changed})) AS __c ON {same}"
+                    for side in (right_old, right_new)
                 )
+            both = union_all_sql([_live(right_old, keys, t), _live(right_new, keys, t)])
             # Each changed time between its neighbours among those times (one sort per key).
             partition = f"PARTITION BY {column_list(keys)} " if keys else ""
             window = f"OVER ({partition}ORDER BY {t})"
