@@ -102,10 +102,9 @@ class TemporalJoin(Plan):
 
 
 @dataclass(frozen=True, eq=False)
-class DifferentiateOperator(Operator):
-    """Passes the input's change on as this epoch's collection (linear, no state)."""
+class _PassOn(Operator):
+    """A linear operator whose change is its input's, as it is."""
 
-    kind = "differentiate"
     linear = True
 
     def linear_sql(self, inputs: Sequence[str | None]) -> str | None:
@@ -116,17 +115,17 @@ class DifferentiateOperator(Operator):
 
 
 @dataclass(frozen=True, eq=False)
-class IntegrateOperator(Operator):
+class DifferentiateOperator(_PassOn):
+    """Passes the input's change on as this epoch's collection (linear, no state)."""
+
+    kind = "differentiate"
+
+
+@dataclass(frozen=True, eq=False)
+class IntegrateOperator(_PassOn):
     """Sums its input's per-epoch collections: in change terms, passes them on."""
 
     kind = "integrate"
-    linear = True
-
-    def linear_sql(self, inputs: Sequence[str | None]) -> str | None:
-        return inputs[0]
-
-    def column_origin(self, column: str) -> str | None:
-        return column
 
 
 @dataclass(frozen=True, eq=False)
