@@ -69,7 +69,7 @@ def _views(names: list[str]) -> tuple[dict[str, str], dict[str, str]]:
 
 
 @pytest.mark.parametrize("group", list(GROUPS))
-@settings(RANDOM_CDC, max_examples=3)
+@settings(RANDOM_CDC, max_examples=2)
 @given(data=st.data())
 def test_asof_join(group: str, data: st.DataObject) -> None:
     assume(data.draw(st.integers(0, 3), label="a random workload") > 0)
