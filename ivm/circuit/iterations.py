@@ -30,13 +30,11 @@ from ivm.operators.filter import Filter
 from ivm.operators.guard import Guard
 from ivm.operators.join import Join
 from ivm.operators.project import Project
-from ivm.operators.recursive import ITER, Feedback, Imported
+from ivm.operators.recursive import ITER, ITER_COLUMN, Feedback, Imported, tagged_schema
 from ivm.operators.set_operation import SetOperation
 from ivm.operators.union_all import UnionAll
 from ivm.plan.node import Plan
 from ivm.schema import Column, Schema
-
-ITER_COLUMN = Column(ITER, "BIGINT")
 
 
 class NotIterable(Exception):
@@ -51,11 +49,6 @@ class NotIterable(Exception):
 def column(name: str) -> exp.Column:
     """A reference to column ``name``."""
     return exp.Column(this=exp.Identifier(this=name, quoted=True))
-
-
-def tagged_schema(schema: Schema) -> Schema:
-    """``schema`` with the iteration column last."""
-    return Schema((*schema.columns, ITER_COLUMN))
 
 
 def tag_iterations(step: Plan) -> Plan:

@@ -127,12 +127,7 @@ class EpochRunner:
         return self.store.operator_trace(self._view, op.fingerprint, role)
 
     def materialize(self, op: Operator, part: str, sql: str) -> str:
-        table = self.store.scratch(self._view, op.fingerprint, part)
-        start = time.perf_counter()
-        rows = run_sql(self.con, f"CREATE OR REPLACE TEMP TABLE {table} AS {sql}")
-        if self.profile is not None:
-            self.profile.record(self._view, op.fingerprint, time.perf_counter() - start, rows)
-        result = f"SELECT * FROM {table}"
+        result, rows = self._write(op, part, "CREATE OR REPLACE TEMP TABLE {} AS " + sql)
         if rows == 0:
             self.empty.add(result)
         else:
@@ -143,15 +138,20 @@ class EpochRunner:
         return sql in self.empty
 
     def extend(self, op: Operator, part: str, sql: str) -> str:
-        table = self.store.scratch(self._view, op.fingerprint, part)
-        start = time.perf_counter()
-        rows = run_sql(self.con, f"INSERT INTO {table} {sql}")
-        if self.profile is not None:
-            self.profile.record(self._view, op.fingerprint, time.perf_counter() - start, rows)
-        result = f"SELECT * FROM {table}"
+        result, rows = self._write(op, part, "INSERT INTO {} " + sql)
         if rows:
             self.empty.discard(result)
         return result
+
+    def _write(self, op: Operator, part: str, statement: str) -> tuple[str, int]:
+        """Run ``statement`` (``{}``: scratch table ``part``), profiled; SQL reading the
+        table and the rows written."""
+        table = self.store.scratch(self._view, op.fingerprint, part)
+        start = time.perf_counter()
+        rows = run_sql(self.con, statement.replace("{}", table, 1))
+        if self.profile is not None:
+            self.profile.record(self._view, op.fingerprint, time.perf_counter() - start, rows)
+        return f"SELECT * FROM {table}", rows
 
     def value(self, op: Operator, sql: str) -> object:
         start = time.perf_counter()

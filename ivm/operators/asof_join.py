@@ -145,7 +145,7 @@ class IncrementalAsOfJoin(Operator):
         left_new = _with(left_old, left_change)
         right_new = _with(right_old, right_change)
         affected = run.materialize(self, "affected", self._affected_sql(
-            left_change, right_change, left_old, right_old, right_new
+            left_change, right_change, left_old, right_old
         ))
         if run.is_empty(affected):
             return None
@@ -176,7 +176,6 @@ class IncrementalAsOfJoin(Operator):
         right_change: str | None,
         left_old: str,
         right_old: str,
-        right_new: str,
     ) -> str:
         """Distinct left rows whose output may change (see the module docstring): the left
         change's rows, and the rows there before whose time lies where a right change
@@ -197,12 +196,11 @@ class IncrementalAsOfJoin(Operator):
             )
             if keys:  # only the changed keys' rows are read
                 same = " AND ".join(f"__o.{quote(k)} = __c.{quote(k)}" for k in keys)
-                right_old, right_new = (
-                    f"SELECT * FROM ({side}) AS __o SEMI JOIN (SELECT DISTINCT "
+                right_old = (
+                    f"SELECT * FROM ({right_old}) AS __o SEMI JOIN (SELECT DISTINCT "
                     f"{column_list(keys)} FROM ({changed})) AS __c ON {same}"
-                    for side in (right_old, right_new)
                 )
-            both = union_all_sql([_live(right_old, keys, t), _live(right_new, keys, t)])
+            both = _live_either(right_old, right_change, keys, t)
             # Each changed time between its neighbours among those times (one sort per key).
             partition = f"PARTITION BY {column_list(keys)} " if keys else ""
             window = f"OVER ({partition}ORDER BY {t})"
@@ -230,11 +228,14 @@ class IncrementalAsOfJoin(Operator):
         return " UNION ".join(f"SELECT * FROM ({p}) AS __p{i}" for i, p in enumerate(parts))
 
 
-def _live(right: str, keys: list[str], time: str) -> str:
-    """The (keys, time) of the rows of Z-set ``right`` whose weight is positive."""
+def _live_either(old: str, change: str, keys: list[str], time: str) -> str:
+    """The (keys, time) where Z-set ``old``, or ``old`` plus ``change``, has rows of positive
+    weight: one pass over both."""
     columns = column_list(keys) + (", " if keys else "") + time
     return (
-        f"SELECT {columns}, 1 AS {W} FROM ({right}) AS __v GROUP BY ALL HAVING SUM({W}) > 0"
+        f"SELECT {columns} FROM (SELECT {columns}, {W} AS __ivm_old, {W} AS __ivm_new FROM "
+        f"({old}) AS __v UNION ALL SELECT {columns}, 0, {W} FROM ({change}) AS __c) AS __b "
+        f"GROUP BY ALL HAVING SUM(__ivm_old) > 0 OR SUM(__ivm_new) > 0"
     )
 
 

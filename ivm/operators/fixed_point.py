@@ -46,10 +46,9 @@ from ivm.operators.iterations_loop import (
     UnionAllLoop,
     UnionLoop,
     next_iteration,
-    tagged,
 )
 from ivm.operators.nested_run import NestedRun, nested_role
-from ivm.operators.recursive import ITER, Recursive
+from ivm.operators.recursive import ITER, Recursive, tagged_schema
 from ivm.plan.sql import W, column_list, union_all_sql
 
 
@@ -96,7 +95,7 @@ class FixedPoint(Operator):
 
     def traces(self) -> tuple[TraceSpec, ...]:
         names = tuple(self.schema.names)
-        schema = tagged(self.schema)
+        schema = tagged_schema(self.schema)
         own = (
             (TraceSpec(WORKING, schema, (ITER, *names)),)
             if self.recursive.union_all

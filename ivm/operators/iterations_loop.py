@@ -21,9 +21,8 @@ from typing import TYPE_CHECKING
 from ivm.errors import IterationLimitError
 from ivm.operators.base import Run
 from ivm.operators.nested_run import NestedRun
-from ivm.operators.recursive import ITER
+from ivm.operators.recursive import ITER, tagged_schema
 from ivm.plan.sql import W, column_list, empty_relation, null_safe_match
-from ivm.schema import Column, Schema
 
 if TYPE_CHECKING:
     from ivm.operators.fixed_point import FixedPoint
@@ -31,11 +30,6 @@ if TYPE_CHECKING:
 WORKING = "working"
 DERIVATIONS = "derivations"
 BIRTHS = "births"
-
-
-def tagged(schema: Schema) -> Schema:
-    """``schema`` with the iteration column last."""
-    return Schema((*schema.columns, Column(ITER, "BIGINT")))
 
 
 def next_iteration(derived: str, names: list[str]) -> str:
@@ -52,7 +46,7 @@ class Loop:
         self.pending = pending
         # ΔWⱼ of the iterations done so far (cols, iter, w): a scratch table from the
         # first iteration that changes a working table on
-        self.changes = empty_relation(tagged(op.schema))
+        self.changes = empty_relation(tagged_schema(op.schema))
         self.changed = False
         self.todo: set[int] = set()
 

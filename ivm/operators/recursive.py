@@ -28,10 +28,17 @@ from dataclasses import dataclass
 
 from ivm.plan.node import Plan
 from ivm.plan.sql import column_list, empty_relation
-from ivm.schema import quote
+from ivm.schema import Column, Schema, quote
 
 ITER = "__ivm_iter"
 """The column holding a working-table row's iteration inside a fixed point."""
+
+ITER_COLUMN = Column(ITER, "BIGINT")
+
+
+def tagged_schema(schema: Schema) -> Schema:
+    """``schema`` with the iteration column last."""
+    return Schema((*schema.columns, ITER_COLUMN))
 
 
 @dataclass(frozen=True, eq=False)
