@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ivm.operators.asof_reads import neighbours_sql, window_sql
 from ivm.operators.base import Operator, Run
 from ivm.operators.difference import negated_sql
 from ivm.plan.node import Plan
@@ -142,33 +143,45 @@ class IncrementalAsOfJoin(Operator):
             right = right_change or empty_relation(node.right.schema)
             return node.asof_sql(left, deduplicated_right_sql(node, right, True), True)
         left_old, right_old = (run.integral(i) for i in self.inputs)
-        left_new = _with(left_old, left_change)
-        right_new = _with(right_old, right_change)
         affected = run.materialize(self, "affected", self._affected_sql(
             left_change, right_change, left_old, right_old
         ))
         if run.is_empty(affected):
             return None
         lnames = node.left.schema.names
-        keys = [b for _, b in node.keys]
+        # The affected rows there before, read once: after the epoch they are those plus
+        # the left change (whose rows are all affected).
+        old_rows = (
+            f"SELECT * FROM ({left_old}) AS __a SEMI JOIN ({affected}) AS __f "
+            f"ON {null_safe_match(lnames, '__a', '__f')}"
+        )
+        new_rows = _with("SELECT * FROM __old_rows", left_change)
 
-        def side(left: str, right: str) -> str:
-            rows = (
-                f"SELECT * FROM ({left}) AS __a SEMI JOIN ({affected}) AS __f "
-                f"ON {null_safe_match(lnames, '__a', '__f')}"
+        def side(rows: str, right: str) -> str:
+            window = window_sql(
+                right, "SELECT * FROM __rows", node.keys, node.left_time, node.op,
+                node.right_time,
             )
-            matching = (  # the right rows of this side's own keys (none: nothing read)
-                f"SELECT * FROM ({right}) AS __b SEMI JOIN (SELECT DISTINCT "
-                f"{column_list([a for a, _ in node.keys])} FROM ({rows}) AS __g) AS __k "
-                f"ON {' AND '.join(f'__b.{quote(b)} = __k.{quote(a)}' for a, b in node.keys)}"
-                if keys
-                else right
+            return (
+                f"WITH __rows AS MATERIALIZED ({rows}) "
+                + node.asof_sql("SELECT * FROM __rows",
+                                deduplicated_right_sql(node, window, True), True)
             )
-            return node.asof_sql(rows, deduplicated_right_sql(node, matching, True), True)
 
-        new = side(left_new, right_new)
-        old = side(left_old, right_old)
-        return run.materialize(self, "output", union_all_sql([new, negated_sql(old)]))
+        shared = f"WITH __old_rows AS MATERIALIZED ({old_rows})"
+        if node.keys:  # the right rows of the affected keys, read once for both sides
+            on = " AND ".join(f"__b.{quote(b)} = __k.{quote(a)}" for a, b in node.keys)
+            shared += (
+                f", __right_old AS MATERIALIZED (SELECT * FROM ({right_old}) AS __b SEMI JOIN "
+                f"(SELECT DISTINCT {column_list([a for a, _ in node.keys])} FROM "
+                f"({affected})) AS __k ON {on})"
+            )
+            right_old = "SELECT * FROM __right_old"
+        new = side(new_rows, _with(right_old, right_change))
+        old = side("SELECT * FROM __old_rows", right_old)
+        return run.materialize(self, "output", (
+            f"{shared} " + union_all_sql([new, negated_sql(old)])
+        ))
 
     def _affected_sql(
         self,
@@ -186,34 +199,8 @@ class IncrementalAsOfJoin(Operator):
         if left_change is not None:
             parts.append(f"SELECT {column_list(lnames)} FROM ({left_change}) AS __d")
         if right_change is not None:
-            keys = [b for _, b in node.keys]
-            t = quote(node.right_time)
-            # Neighbours are right rows live before or after the epoch (a trace also holds
-            # rows inserted and deleted since it was compacted, which match nothing).
-            changed = (
-                f"SELECT DISTINCT {column_list(keys + [node.right_time])} FROM "
-                f"({right_change}) AS __r WHERE {t} IS NOT NULL"
-            )
-            if keys:  # only the changed keys' rows are read
-                same = " AND ".join(f"__o.{quote(k)} = __c.{quote(k)}" for k in keys)
-                right_old = (
-                    f"SELECT * FROM ({right_old}) AS __o SEMI JOIN (SELECT DISTINCT "
-                    f"{column_list(keys)} FROM ({changed})) AS __c ON {same}"
-                )
-            both = _live_either(right_old, right_change, keys, t)
-            # Each changed time between its neighbours among those times (one sort per key).
-            partition = f"PARTITION BY {column_list(keys)} " if keys else ""
-            window = f"OVER ({partition}ORDER BY {t})"
-            times = (
-                f"SELECT *, LAG({t}) {window} AS __lo, LEAD({t}) {window} AS __hi FROM "
-                f"(SELECT DISTINCT {column_list(keys + [node.right_time])} FROM ({both})) AS __u"
-            )
-            on = " AND ".join(
-                f"__n.{quote(k)} = __c.{quote(k)}" for k in [*keys, node.right_time]
-            )
-            intervals = (
-                f"SELECT {column_list(keys, '__n')}{',' if keys else ''} __n.__lo, __n.__hi "
-                f"FROM ({times}) AS __n SEMI JOIN ({changed}) AS __c ON {on}"
+            intervals = neighbours_sql(
+                right_old, right_change, [b for _, b in node.keys], node.right_time, node.op
             )
             match = " AND ".join(
                 f"__l.{quote(a)} = __i.{quote(b)}" for a, b in node.keys
@@ -226,17 +213,6 @@ class IncrementalAsOfJoin(Operator):
                 f"AND (__i.__hi IS NULL OR {lt} <= __i.__hi)"
             )
         return " UNION ".join(f"SELECT * FROM ({p}) AS __p{i}" for i, p in enumerate(parts))
-
-
-def _live_either(old: str, change: str, keys: list[str], time: str) -> str:
-    """The (keys, time) where Z-set ``old``, or ``old`` plus ``change``, has rows of positive
-    weight: one pass over both."""
-    columns = column_list(keys) + (", " if keys else "") + time
-    return (
-        f"SELECT {columns} FROM (SELECT {columns}, {W} AS __ivm_old, {W} AS __ivm_new FROM "
-        f"({old}) AS __v UNION ALL SELECT {columns}, 0, {W} FROM ({change}) AS __c) AS __b "
-        f"GROUP BY ALL HAVING SUM(__ivm_old) > 0 OR SUM(__ivm_new) > 0"
-    )
 
 
 def _with(old: str, change: str | None) -> str:
