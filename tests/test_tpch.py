@@ -54,7 +54,7 @@ UPDATES = 20
 SPARK_QUERIES = ("q03", "q18")
 """Spark mode: top-k over a join and an aggregate, and IN with HAVING under a top-k (LEFT
 JOINs have their own Spark tests) (each Spark epoch costs seconds: a stage is a job)."""
-SPARK_BATCHES = 2
+SPARK_BATCHES = 1
 
 @dataclass
 class Outcome:

@@ -144,6 +144,6 @@ def test_running_aggregate_on_spark(data: st.DataObject, spark: Any,
     assume(data.draw(st.integers(0, 3), label="a random workload") > 0)
     directory = tmp_path_factory.mktemp("spark-running")
     views = {name: VIEWS[name] for name in ("float_sums", "extremes", "global")}
-    run_workload([M], views, data, epochs=4, domains=DOMAINS, modes=(*MODES, "clear"),
+    run_workload([M], views, data, epochs=2, domains=DOMAINS, modes=(*MODES, "clear"),
                  connect=lambda: ivm.connect(directory, spark=spark,
                                              partitions=SPARK_PARTITIONS))
