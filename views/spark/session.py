@@ -34,6 +34,7 @@ import os
 import shutil
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +84,8 @@ from ivm.views.spark.workers import check_workers
 from ivm.views.view_state import columns_of
 
 MODE = "spark"
+MAX_CONCURRENT_JOBS = 8
+"""At most this many views' jobs of one epoch run at once (one driver thread each)."""
 
 
 class SparkModeSession(SparkReads, Session):
@@ -306,38 +309,59 @@ class SparkModeSession(SparkReads, Session):
         """Run every stage of the epoch; returns the changed views' changes (driver temp tables)."""
         epoch = SparkEpoch(self.spark, self.partitions, ticket, self.failure)
         uses = self._uses(set(frames))
+        tables = []
         for name, frame in frames.items():
-            if frame is None:
-                continue
-            (stage,) = self._stages_of(name)
-            directory = self._directory(name) / stage.name
-            # A change read once is chained into its reader's job; else it runs now, once.
-            change = epoch.run_stage(stage, directory, [frame], checkpoint=uses[name] != 1)
+            if frame is not None:
+                (stage,) = self._stages_of(name)
+                tables.append((name, stage, self._directory(name) / stage.name, frame))
+        # A change read once is chained into its reader's job; else it runs now, once (the
+        # tables' jobs at once, as the views' below).
+        with ThreadPoolExecutor(max_workers=max(1, min(len(tables), MAX_CONCURRENT_JOBS))) as pool:
+            futures = [
+                pool.submit(epoch.run_stage, stage, directory, [frame], uses[name] != 1)
+                for name, stage, directory, frame in tables
+            ]
+        for (name, *_), future in zip(tables, futures, strict=True):
+            change = future.result()  # the first table's failure, in order, is raised
             if change is not None:
                 epoch.changes[name] = change
         changed: dict[str, str] = {}
-        for view in self._views.values():
-            if not view.sources & set(epoch.changes):
-                continue
-            try:
-                change = epoch.run_view(self._directory(view.name), self._stages_of(view.name))
-                if change is None:
+        pending = list(self._views.values())
+        while pending:
+            # A wave: the views none of whose sources is still to run. Their jobs are
+            # independent, so they run at once (a Spark job is mostly latency: scheduling,
+            # a shuffle, Python workers), each from its own driver thread.
+            waiting = {v.name for v in pending}
+            wave = [v for v in pending if not v.sources & waiting]
+            pending = [v for v in pending if v.sources & waiting]
+            runs = [v for v in wave if v.sources & set(epoch.changes)]
+            workers = max(1, min(len(runs), MAX_CONCURRENT_JOBS))
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                futures = [  # the driver's DuckDB connection is used here, not in the jobs
+                    pool.submit(_view_job, epoch, self._directory(view.name),
+                                self._stages_of(view.name))
+                    for view in runs
+                ]
+                outcomes = [(view, future.exception() or future.result())
+                            for view, future in zip(runs, futures, strict=True)]
+            for view, outcome in outcomes:  # in creation order: the first failure is raised
+                if isinstance(outcome, BaseException):
+                    translated = translate_error(outcome)
+                    if translated is None or isinstance(translated, StateError):
+                        raise outcome
+                    raise type(translated)(
+                        f"view {view.name!r}: {duckdb_message(translated)}"
+                    ) from outcome
+            for view, outcome in outcomes:
+                if outcome is None:
                     continue
-                start = time.perf_counter()
-                collected = change.toArrow()  # the job that runs the view's stages
-                self.profile.views[view.name] = time.perf_counter() - start
-            except Exception as error:
-                translated = translate_error(error)
-                if translated is None or isinstance(translated, StateError):
-                    raise
-                raise type(translated)(f"view {view.name!r}: {duckdb_message(translated)}") from (
-                    error
+                collected, seconds = outcome
+                self.profile.views[view.name] = seconds
+                changed[view.name] = self._collect(view.name, collected)
+                epoch.changes[view.name] = self.spark.createDataFrame(
+                    collected, schema=spark_struct(view.schema)
                 )
-            changed[view.name] = self._collect(view.name, collected)
-            epoch.changes[view.name] = self.spark.createDataFrame(
-                collected, schema=spark_struct(view.schema)
-            )
-        return changed
+        return {name: changed[name] for name in self._views if name in changed}
 
     def _uses(self, tables: set[str]) -> dict[str, int]:
         """How many stage inputs read each table's change this epoch (views on views included)."""
@@ -384,3 +408,15 @@ class SparkModeSession(SparkReads, Session):
         if cached is None or cached[0] is not source:
             raise StateError(f"no Spark stages for {name!r}")  # pragma: no cover
         return cached[1]
+
+
+def _view_job(
+    epoch: SparkEpoch, directory: Path, stages: list[Stage]
+) -> tuple[pa.Table, float] | None:
+    """Run a view's stages for the epoch (one Spark job): its change and the job's time."""
+    change = epoch.run_view(directory, stages)
+    if change is None:
+        return None
+    start = time.perf_counter()
+    collected = change.toArrow()  # the job that runs the view's stages
+    return collected, time.perf_counter() - start
