@@ -138,7 +138,7 @@ class IncrementalAsOfJoin(Operator):
         if left_change is None and right_change is None:
             return None
         node = self.asof
-        if run.backfill:  # both integrals are empty: the whole join, once
+        if run.backfill or self._first_load(run):  # the whole join, once
             left = left_change or empty_relation(node.left.schema)
             right = right_change or empty_relation(node.right.schema)
             return node.asof_sql(left, deduplicated_right_sql(node, right, True), True)
@@ -182,6 +182,14 @@ class IncrementalAsOfJoin(Operator):
         return run.materialize(self, "output", (
             f"{shared} " + union_all_sql([new, negated_sql(old)])
         ))
+
+    def _first_load(self, run: Run) -> bool:
+        """Whether both inputs' traces are empty (a view defined before its tables' rows
+        arrived): then the change is the whole join of the changes, with nothing to undo."""
+        left, right = (run.integral(i) for i in self.inputs)
+        return bool(run.value(self, (
+            f"SELECT NOT EXISTS (SELECT 1 FROM ({left})) AND NOT EXISTS (SELECT 1 FROM ({right}))"
+        )))
 
     def _affected_sql(
         self,

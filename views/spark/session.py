@@ -10,7 +10,8 @@ An ingest is one epoch:
 1. each batch becomes a DataFrame (Spark DataFrames are normalized on the
    executors) and goes through its table's stage, which checks it against the
    stored rows and appends it;
-2. every affected view runs its stages in creation order (a view reading
+2. every affected view runs its stages, in waves of views that do not read each
+   other, submitted at once (``ivm.views.spark.concurrent_jobs``; a view reading
    another view reads that view's change of the same epoch);
 3. only when every stage succeeded does the driver commit the epoch.
 
@@ -32,9 +33,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -78,14 +77,13 @@ from ivm.views.definitions import ViewDef
 from ivm.views.diagnose import duckdb_message
 from ivm.views.session import Session
 from ivm.views.spark.batches import normalize_task
+from ivm.views.spark.concurrent_jobs import at_once, view_job, waves
 from ivm.views.spark.reads import SparkReads
 from ivm.views.spark.source import IvmDataSource
 from ivm.views.spark.workers import check_workers
 from ivm.views.view_state import columns_of
 
 MODE = "spark"
-MAX_CONCURRENT_JOBS = 8
-"""At most this many views' jobs of one epoch run at once (one driver thread each)."""
 
 
 class SparkModeSession(SparkReads, Session):
@@ -314,37 +312,23 @@ class SparkModeSession(SparkReads, Session):
             if frame is not None:
                 (stage,) = self._stages_of(name)
                 tables.append((name, stage, self._directory(name) / stage.name, frame))
-        # A change read once is chained into its reader's job; else it runs now, once (the
-        # tables' jobs at once, as the views' below).
-        with ThreadPoolExecutor(max_workers=max(1, min(len(tables), MAX_CONCURRENT_JOBS))) as pool:
-            futures = [
-                pool.submit(epoch.run_stage, stage, directory, [frame], uses[name] != 1)
-                for name, stage, directory, frame in tables
-            ]
-        for (name, *_), future in zip(tables, futures, strict=True):
-            change = future.result()  # the first table's failure, in order, is raised
-            if change is not None:
-                epoch.changes[name] = change
+        # A change read once is chained into its reader's job; else it runs now, once.
+        table_runs = at_once([
+            functools.partial(epoch.run_stage, stage, directory, [frame], uses[name] != 1)
+            for name, stage, directory, frame in tables
+        ])
+        for (name, *_), outcome in zip(tables, table_runs, strict=True):
+            if isinstance(outcome, BaseException):
+                raise outcome  # the first table's failure, in order
+            if outcome is not None:
+                epoch.changes[name] = outcome
         changed: dict[str, str] = {}
-        pending = list(self._views.values())
-        while pending:
-            # A wave: the views none of whose sources is still to run. Their jobs are
-            # independent, so they run at once (a Spark job is mostly latency: scheduling,
-            # a shuffle, Python workers), each from its own driver thread.
-            waiting = {v.name for v in pending}
-            wave = [v for v in pending if not v.sources & waiting]
-            pending = [v for v in pending if v.sources & waiting]
+        for wave in waves(list(self._views.values())):
             runs = [v for v in wave if v.sources & set(epoch.changes)]
-            workers = max(1, min(len(runs), MAX_CONCURRENT_JOBS))
-            with ThreadPoolExecutor(max_workers=workers) as pool:
-                futures = [  # the driver's DuckDB connection is used here, not in the jobs
-                    pool.submit(_view_job, epoch, self._directory(view.name),
-                                self._stages_of(view.name))
-                    for view in runs
-                ]
-                outcomes = [(view, future.exception() or future.result())
-                            for view, future in zip(runs, futures, strict=True)]
-            for view, outcome in outcomes:  # in creation order: the first failure is raised
+            outcomes = at_once([  # the driver's DuckDB connection is used here, not in jobs
+                view_job(epoch, self._directory(v.name), self._stages_of(v.name)) for v in runs
+            ])
+            for view, outcome in zip(runs, outcomes, strict=True):  # the first failure
                 if isinstance(outcome, BaseException):
                     translated = translate_error(outcome)
                     if translated is None or isinstance(translated, StateError):
@@ -352,8 +336,8 @@ class SparkModeSession(SparkReads, Session):
                     raise type(translated)(
                         f"view {view.name!r}: {duckdb_message(translated)}"
                     ) from outcome
-            for view, outcome in outcomes:
-                if outcome is None:
+            for view, outcome in zip(runs, outcomes, strict=True):
+                if outcome is None or isinstance(outcome, BaseException):
                     continue
                 collected, seconds = outcome
                 self.profile.views[view.name] = seconds
@@ -409,14 +393,3 @@ class SparkModeSession(SparkReads, Session):
             raise StateError(f"no Spark stages for {name!r}")  # pragma: no cover
         return cached[1]
 
-
-def _view_job(
-    epoch: SparkEpoch, directory: Path, stages: list[Stage]
-) -> tuple[pa.Table, float] | None:
-    """Run a view's stages for the epoch (one Spark job): its change and the job's time."""
-    change = epoch.run_view(directory, stages)
-    if change is None:
-        return None
-    start = time.perf_counter()
-    collected = change.toArrow()  # the job that runs the view's stages
-    return collected, time.perf_counter() - start

@@ -32,7 +32,13 @@ from ivm.operators.base import Operator
 from ivm.plan.sql import consolidate_sql, empty_relation
 from ivm.schema import Schema, TableSchema, quote
 from ivm.storage.naming import FINGERPRINT_CHARS
-from ivm.storage.partitions import OUT, PartitionLog, compact_due, open_partition, partition_file
+from ivm.storage.partitions import (
+    OUT,
+    PartitionLog,
+    attached_partition,
+    compact_due,
+    partition_file,
+)
 from ivm.storage.traces import create_trace
 
 WIDE = "__ivm_wide"
@@ -126,8 +132,7 @@ def apply_partition(
         return out_schema.empty_table()
     file = partition_file(directory, bucket)
     file.parent.mkdir(parents=True, exist_ok=True)
-    con = open_partition(file)
-    try:
+    with attached_partition(file) as con:
         configure(con, ticket)
         check_fence(ticket)  # after taking the file's lock: a recovery may have begun
         con.execute("BEGIN TRANSACTION").fetchall()
@@ -161,8 +166,6 @@ def apply_partition(
         except duckdb.Error as error:
             warnings.warn(f"ivm: compaction of {file} failed, will retry: {error}", stacklevel=2)
         return output
-    finally:
-        con.close()
 
 
 def _load_inputs(
