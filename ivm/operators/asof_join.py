@@ -11,11 +11,13 @@ columns in order, ascending, NULLs last; copies of one right row match once.
 
 Incremental form (``IncrementalAsOfJoin``), a per-key recompute on the *affected* left
 rows only: those of the change on the left, and, for each right row the change inserts
-or deletes at (k, t), the left rows of key k whose time lies between t's neighbours
-among the right rows of k (old and new): only those can have that row as their match
-before or after. The change is ASOF(affected ∩ L_new, R_new) − ASOF(affected ∩ L_old,
-R_old), both evaluated by DuckDB's own ASOF JOIN over the right rows of the affected
-keys. State: none of its own (both inputs' integrals).
+or deletes at (k, t), the left rows of key k whose time lies between t and its next
+live right time of k on the side matches lie (old or new): only those can have that
+row as their match before or after. The change is ASOF(affected ∩ L_new, R_new) −
+ASOF(affected ∩ L_old, R_old), both evaluated by DuckDB's own ASOF JOIN over a time
+window of the affected keys' right rows (``ivm.operators.asof_reads``). A first load
+(both traces empty) is one ASOF JOIN of the changes. State: none of its own (both
+inputs' integrals).
 """
 
 from __future__ import annotations
