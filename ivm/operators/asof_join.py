@@ -16,8 +16,9 @@ live right time of k on the side matches lie (old or new): only those can have t
 row as their match before or after. The change is ASOF(affected ∩ L_new, R_new) −
 ASOF(affected ∩ L_old, R_old), both evaluated by DuckDB's own ASOF JOIN over a time
 window of the affected keys' right rows (``ivm.operators.asof_reads``). A first load
-(both traces empty) is one ASOF JOIN of the changes. State: none of its own (both
-inputs' integrals).
+(both traces empty) is one ASOF JOIN of the changes; an epoch that changes only the
+left side is the ASOF JOIN of the left change (the join is linear in its left).
+State: none of its own (both inputs' integrals).
 """
 
 from __future__ import annotations
@@ -145,6 +146,15 @@ class IncrementalAsOfJoin(Operator):
             right = right_change or empty_relation(node.right.schema)
             return node.asof_sql(left, deduplicated_right_sql(node, right, True), True)
         left_old, right_old = (run.integral(i) for i in self.inputs)
+        if right_change is None and left_change is not None:
+            # The right side stands still: each left row's match is fixed, so the join is
+            # linear in the left and the change is the left change's own matches.
+            window = window_sql(right_old, "SELECT * FROM __rows", node.keys,
+                                node.left_time, node.op, node.right_time)
+            return run.materialize(self, "output", (
+                f"WITH __rows AS MATERIALIZED ({left_change}) " + node.asof_sql(
+                    "SELECT * FROM __rows", deduplicated_right_sql(node, window, True), True)
+            ))
         affected = run.materialize(self, "affected", self._affected_sql(
             left_change, right_change, left_old, right_old
         ))
