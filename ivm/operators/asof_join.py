@@ -149,12 +149,7 @@ class IncrementalAsOfJoin(Operator):
         if right_change is None and left_change is not None:
             # The right side stands still: each left row's match is fixed, so the join is
             # linear in the left and the change is the left change's own matches.
-            window = window_sql(right_old, "SELECT * FROM __rows", node.keys,
-                                node.left_time, node.op, node.right_time)
-            return run.materialize(self, "output", (
-                f"WITH __rows AS MATERIALIZED ({left_change}) " + node.asof_sql(
-                    "SELECT * FROM __rows", deduplicated_right_sql(node, window, True), True)
-            ))
+            return run.materialize(self, "output", self._matches_sql(left_change, right_old))
         affected = run.materialize(self, "affected", self._affected_sql(
             left_change, right_change, left_old, right_old
         ))
@@ -168,18 +163,6 @@ class IncrementalAsOfJoin(Operator):
             f"ON {null_safe_match(lnames, '__a', '__f')}"
         )
         new_rows = _with("SELECT * FROM __old_rows", left_change)
-
-        def side(rows: str, right: str) -> str:
-            window = window_sql(
-                right, "SELECT * FROM __rows", node.keys, node.left_time, node.op,
-                node.right_time,
-            )
-            return (
-                f"WITH __rows AS MATERIALIZED ({rows}) "
-                + node.asof_sql("SELECT * FROM __rows",
-                                deduplicated_right_sql(node, window, True), True)
-            )
-
         shared = f"WITH __old_rows AS MATERIALIZED ({old_rows})"
         if node.keys:  # the right rows of the affected keys, read once for both sides
             on = " AND ".join(f"__b.{quote(b)} = __k.{quote(a)}" for a, b in node.keys)
@@ -189,11 +172,21 @@ class IncrementalAsOfJoin(Operator):
                 f"({affected})) AS __k ON {on})"
             )
             right_old = "SELECT * FROM __right_old"
-        new = side(new_rows, _with(right_old, right_change))
-        old = side("SELECT * FROM __old_rows", right_old)
+        new = self._matches_sql(new_rows, _with(right_old, right_change))
+        old = self._matches_sql("SELECT * FROM __old_rows", right_old)
         return run.materialize(self, "output", (
             f"{shared} " + union_all_sql([new, negated_sql(old)])
         ))
+
+    def _matches_sql(self, rows: str, right: str) -> str:
+        """Z-set ``rows`` (left rows) joined with their matches in Z-set ``right``, reading
+        only the window of ``right`` that can hold them (``asof_reads.window_sql``)."""
+        node = self.asof
+        window = window_sql(right, "SELECT * FROM __rows", node.keys, node.left_time,
+                            node.op, node.right_time)
+        return f"WITH __rows AS MATERIALIZED ({rows}) " + node.asof_sql(
+            "SELECT * FROM __rows", deduplicated_right_sql(node, window, True), True
+        )
 
     def _first_load(self, run: Run) -> bool:
         """Whether both inputs' traces are empty (a view defined before its tables' rows

@@ -392,4 +392,3 @@ class SparkModeSession(SparkReads, Session):
         if cached is None or cached[0] is not source:
             raise StateError(f"no Spark stages for {name!r}")  # pragma: no cover
         return cached[1]
-
