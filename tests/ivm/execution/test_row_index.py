@@ -1,6 +1,6 @@
 """The row index against a model: it accepts a change exactly when both rules hold
 (when no two rows share a key hash), flags every ambiguous lookup, and follows
-the live rows through applied changes, merges of its tail included.
+the live rows through applied changes, merges of its levels included.
 
 The hashes here are small integers chosen by the test, so collisions can be forced.
 """
@@ -54,7 +54,7 @@ def rules_hold(live: Counter, change: Counter, keyed: bool) -> bool:
 @given(batches=st.lists(rows_strategy, max_size=25))
 def test_accepts_exactly_when_the_rules_hold(keyed, batches):
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(row_index, "TAIL_MIN_ENTRIES", 3)  # merge the tail often
+        patch.setattr(row_index, "LEVEL_MIN_ENTRIES", 3)  # merge the levels often
         check_batches(keyed, batches)
 
 
