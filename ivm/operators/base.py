@@ -199,6 +199,19 @@ class Operator:
         assert result is not None
         return result
 
+    def integral_at(self, run: Run, column: str, keys: str) -> str | None:
+        """SQL of this operator's integral before the epoch restricted to the rows whose
+        ``column`` equals a value of ``keys`` (SQL of one column; NULL matches nothing),
+        when the restriction can be applied below the integral's own consolidation (a
+        join reads an input's integral at the keys of another input's change); None:
+        read ``integral``. A one-input linear operator passes it to its input."""
+        plain_integral = type(self).integral is Operator.integral
+        if not (self.linear and plain_integral and len(self.inputs) == 1):
+            return None
+        origin = self.column_origin(column)
+        inner = None if origin is None else self.inputs[0].integral_at(run, origin, keys)
+        return None if inner is None else self.linear_sql([inner])
+
     def global_input_change(self, run: Run) -> str | None:
         """The first input's change, for an operator with output over no rows (a global
         aggregate's one row): when a view's state starts, an input without rows has no

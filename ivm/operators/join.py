@@ -25,6 +25,7 @@ from sqlglot import exp
 from ivm.operators.base import Operator, Run
 from ivm.plan.node import Plan
 from ivm.plan.sql import join_sql, sql_of, union_all_sql
+from ivm.schema import quote
 
 
 @dataclass(frozen=True, eq=False)
@@ -106,6 +107,8 @@ class DeltaJoin(Operator):
                 continue
             sources = []
             for j, old in enumerate(olds):
+                if j != i:
+                    old = self._old_at_keys(run, j, i, delta) or old
                 if j < i and deltas[j] is not None:
                     sources.append(union_all_sql([old, deltas[j]]))  # type: ignore[list-item]
                 elif j == i:
@@ -114,6 +117,24 @@ class DeltaJoin(Operator):
                     sources.append(old)
             terms.append(join_sql(sources, schemas, self.join.condition, weighted=True))
         return terms[0] if len(terms) == 1 else union_all_sql(terms)
+
+    def _old_at_keys(self, run: Run, j: int, i: int, delta: str) -> str | None:
+        """Input ``j``'s integral at the keys of input ``i``'s change, when an ``=`` of the
+        condition links the two and input ``j`` can read its integral that way."""
+        mine, theirs = self.inputs[j].schema.names, self.inputs[i].schema.names
+        for conjunct in conjuncts(self.join.condition):
+            if not isinstance(conjunct, exp.EQ):
+                continue
+            sides = (conjunct.left, conjunct.right)
+            if not all(isinstance(side, exp.Column) for side in sides):
+                continue
+            for a, b in (sides, sides[::-1]):
+                if a.name in mine and b.name in theirs:
+                    keys = f"SELECT {quote(b.name)} FROM ({delta}) AS __d"
+                    restricted = self.inputs[j].integral_at(run, a.name, keys)
+                    if restricted is not None:
+                        return restricted
+        return None
 
     def integral(self, run: Run) -> str:
         olds = [run.integral(i) for i in self.inputs]
