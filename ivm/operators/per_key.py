@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ivm.operators.base import Operator, Run, TraceSpec
-from ivm.plan.sql import W, column_list, consolidate_sql, null_safe_match, quote
+from ivm.plan.sql import W, at_keys_sql, column_list, consolidate_sql, null_safe_match, quote
 
 INPUT = "input"
 OUTPUT = "output"
@@ -85,9 +85,14 @@ class PerKey(Operator):
         return output
 
     def integral(self, run: Run) -> str:
-        return consolidate_sql(
-            f"SELECT * FROM {run.trace(self, OUTPUT)}", self.schema.names, positive_only=True
-        )
+        return self._live_output(run, "")
+
+    def integral_at(self, run: Run, column: str, keys: str) -> str | None:
+        return self._live_output(run, at_keys_sql(column, keys))  # filtered, then grouped
+
+    def _live_output(self, run: Run, where: str) -> str:
+        rows = f"SELECT * FROM {run.trace(self, OUTPUT)} {where}"
+        return consolidate_sql(rows, self.schema.names, positive_only=True)
 
     def step_sql(self, change: str, inputs: str, outputs: str) -> str:
         """The output change for the keys ``change`` touches (see the module docstring)."""

@@ -52,7 +52,14 @@ from ivm.functions.running import Running, exact
 from ivm.operators.aggregate import Aggregate, AggregateCall
 from ivm.operators.base import Describe, Operator, Run, TraceSpec
 from ivm.operators.invertible_aggregate import COUNT, call_weight, moment_column
-from ivm.plan.sql import W, column_list, consolidate_sql, empty_relation, null_safe_match
+from ivm.plan.sql import (
+    W,
+    at_keys_sql,
+    column_list,
+    consolidate_sql,
+    empty_relation,
+    null_safe_match,
+)
 from ivm.schema import Column, Schema, quote
 
 GROUPS = "groups"
@@ -171,10 +178,16 @@ class RunningAggregate(Operator):
         return f"SELECT {column_list(self.schema.names)}, {W} FROM ({versions}) AS v"
 
     def integral(self, run: Run) -> str:
+        return self._live_groups(run, "")
+
+    def integral_at(self, run: Run, column: str, keys: str) -> str | None:
+        return self._live_groups(run, at_keys_sql(column, keys))  # filtered, then grouped
+
+    def _live_groups(self, run: Run, where: str) -> str:
         names = column_list(self.schema.names)
         trace = run.trace(self, GROUPS)
         return (
-            f"SELECT {names}, SUM({W})::BIGINT AS {W} FROM {trace} "
+            f"SELECT {names}, SUM({W})::BIGINT AS {W} FROM {trace} {where} "
             f"GROUP BY {names} HAVING SUM({W}) > 0"
         )
 

@@ -75,6 +75,12 @@ def join_sql(
     return f"SELECT {', '.join(select)} FROM {from_}{where}"
 
 
+def at_keys_sql(column: str, keys: str) -> str:
+    """A WHERE clause keeping the rows whose ``column`` equals a value of ``keys`` (SQL of
+    one column); NULL matches nothing."""
+    return f"WHERE {quote(column)} IN (SELECT * FROM ({keys}) AS __k)"
+
+
 def union_all_sql(sources: Sequence[str]) -> str:
     """Concatenation of ``sources`` (same column order)."""
     return " UNION ALL ".join(f"SELECT * FROM ({s}) AS __u{i}" for i, s in enumerate(sources))
