@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -20,7 +21,7 @@ from oracle.settings import RANDOM_CDC
 from oracle.spark import SPARK_PARTITIONS
 
 import ivm
-from ivm.operators import asof_reads
+from ivm.operators import asof_join, asof_reads
 
 TABLES = ["CREATE TABLE t (s INTEGER, ts INTEGER, id INTEGER)",
           "CREATE TABLE q (s INTEGER, ts INTEGER, p INTEGER)"]
@@ -69,17 +70,20 @@ def _views(names: list[str]) -> tuple[dict[str, str], dict[str, str]]:
     return {n: VIEWS[n][0] for n in names}, {n: VIEWS[n][1] for n in names}
 
 
-@pytest.mark.parametrize("neighbours", ["pairwise", "sorted"])
+@pytest.mark.parametrize("reads", ["time index", "pairwise", "sorted"])
 @pytest.mark.parametrize("group", list(GROUPS))
 @settings(RANDOM_CDC, max_examples=2)
 @given(data=st.data())
-def test_asof_join(group: str, neighbours: str, data: st.DataObject) -> None:
-    # A changed quote's neighbours come from a hash join when its symbol has few changes,
-    # from an ASOF join when it has many: force each way.
+def test_asof_join(group: str, reads: str, data: st.DataObject) -> None:
+    # Embedded, an epoch reads both sides through their time indexes; without them (Spark,
+    # times without a code) in SQL, where a changed quote's neighbours come from a hash
+    # join when its symbol has few changes, from an ASOF join when it has many: force each.
     assume(data.draw(st.integers(0, 3), label="a random workload") > 0)
-    limit = asof_reads.PAIRWISE_CHANGES if neighbours == "pairwise" else -1
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(asof_reads, "PAIRWISE_CHANGES", limit)
+        if reads != "time index":
+            patch.setattr(asof_join, "indexable", lambda node: False)
+            limit = asof_reads.PAIRWISE_CHANGES if reads == "pairwise" else -1
+            patch.setattr(asof_reads, "PAIRWISE_CHANGES", limit)
         _asof_workload(group, data)
 
 
@@ -144,3 +148,83 @@ def test_asof_join_on_spark(data: st.DataObject, spark: Any,
     run_workload(TABLES, views, data, epochs=2, domains=DOMAINS, oracle=oracle, warmup=1,
                  max_ops=8, modes=("several",),
                  connect=lambda: ivm.connect(directory, spark=spark, partitions=SPARK_PARTITIONS))
+
+
+TIMED = [
+    "CREATE TABLE trades (sym VARCHAR, venue VARCHAR, ts TIMESTAMP, d DATE, "
+    "id INTEGER PRIMARY KEY)",
+    "CREATE TABLE quotes (sym VARCHAR, venue VARCHAR, ts TIMESTAMP, d DATE, px INTEGER)",
+]
+TIMED_VIEWS = {  # no two quotes of a key share a time: DuckDB's answer is not left to chance
+    "by_ts": "SELECT t.id, q.px, q.ts AS qts FROM trades t ASOF LEFT JOIN quotes q "
+             "ON t.sym = q.sym AND t.venue = q.venue AND t.ts >= q.ts",
+    "by_day": "SELECT t.id, q.px FROM trades t ASOF JOIN quotes q ON t.sym = q.sym "
+              "AND t.venue = q.venue AND t.d < q.d",
+}
+FAR = 2**63 - 1  # DuckDB's infinity, in microseconds (and, as days, past any date)
+
+
+def _timed(rows: list[tuple[Any, ...]], names: list[str], weight: int = 1) -> pa.Table:
+    columns = list(zip(*rows, strict=True))
+    types = {"sym": pa.string(), "venue": pa.string(), "ts": pa.timestamp("us"),
+             "d": pa.date32(), "id": pa.int32(), "px": pa.int32()}
+    table = pa.table({n: pa.array(c, types[n]) for n, c in zip(names, columns, strict=True)})
+    return table.append_column("__w", pa.array([weight] * len(rows), pa.int64()))
+
+
+def _quotes(rows: list[tuple[Any, ...]], weight: int = 1) -> pa.Table:
+    return _timed(rows, ["sym", "venue", "ts", "d", "px"], weight)
+
+
+def _trades(rows: list[tuple[Any, ...]], weight: int = 1) -> pa.Table:
+    return _timed(rows, ["sym", "venue", "ts", "d", "id"], weight)
+
+
+def test_the_time_index_through_timestamps_infinities_rejections_and_reopening(
+    tmp_path: Any,
+) -> None:
+    """The embedded epoch's time indexes (two key columns, TIMESTAMP and DATE times with
+    their infinities), kept right across a rejected batch and rebuilt after reopening:
+    every view equals DuckDB's own ASOF JOIN after every step."""
+    path = tmp_path / "asof"
+
+    def rows(table: pa.Table) -> list[Any]:  # times as numbers: infinities have no datetime
+        plain = [c.cast(pa.int64()) if pa.types.is_timestamp(c.type) else c
+                 for c in table.columns]
+        return sorted(pa.table(plain, names=table.column_names).to_pylist(), key=repr)
+
+    def check(db: Any) -> None:
+        for name, sql in TIMED_VIEWS.items():
+            assert rows(db.read(name)) == rows(db.sql(sql)), name
+
+    db = ivm.connect(path)
+    try:
+        db.execute(";".join(TIMED) + ";" + ";".join(
+            f"CREATE VIEW {n} AS {s}" for n, s in TIMED_VIEWS.items()))
+        db.ingest({
+            "quotes": _quotes([("a", "x", 10, 10, 1), ("a", "x", 20, 20, 2),
+                               ("a", "y", 15, 15, 3), ("b", "x", -FAR, -2**31 + 1, 4),
+                               ("b", "x", FAR, 2**31 - 1, 5)]),
+            "trades": _trades([("a", "x", 12, 12, 1), ("a", "x", 25, 25, 2),
+                               ("a", "y", 16, 9, 3), ("b", "x", 0, 0, 4),
+                               ("b", "x", FAR, 2**31 - 2, 5), ("a", None, 30, 30, 6)]),
+        })
+        check(db)
+        db.ingest("quotes", _quotes([("a", "x", 11, 11, 6), ("a", "x", 24, 26, 7)]))  # late
+        check(db)
+        with pytest.raises(ivm.IvmError):  # a quote that is not there: nothing changes
+            db.ingest("quotes", _quotes([("a", "x", 13, 13, 9), ("a", "x", 99, 99, 9)], -1))
+        check(db)
+        db.ingest({"quotes": _quotes([("a", "x", 11, 11, 6)], -1),
+                   "trades": _trades([("a", "y", 14, 14, 7)])})
+        check(db)
+    finally:
+        db.close()
+    db = ivm.connect(path)  # the indexes are rebuilt from the traces
+    try:
+        db.ingest({"quotes": _quotes([("a", "y", 15, 15, 3), ("b", "x", FAR, 2**31 - 1, 5)],
+                                     -1)})
+        db.ingest({"quotes": _quotes([("b", "x", 5, 3, 8)])})
+        check(db)
+    finally:
+        db.close()

@@ -98,19 +98,23 @@ class Ingest(_Base):
         commits = [(self.names.relation_trace(n), sql) for n, sql in changes.items()]
         runner = EpochRunner(
             self.con, self.names, changes, profile=profile, iteration_limit=self.iteration_limit,
-            epoch=self.catalog.epoch + 1,
+            epoch=self.catalog.epoch + 1, memory=self.operator_memory,
         )
         changed_views: dict[str, str] = {}
+        ran: set[str] = set()
         with profile.phase("views"):
             for view in self._views.values():
                 if not view.sources & set(changes):
                     continue
+                ran.add(view.name)
                 start = time.perf_counter()
                 scratch = self._view_change(runner, view, changes)
                 profile.views[view.name] = time.perf_counter() - start
                 if scratch is not None:
                     changed_views[view.name] = scratch
                     commits.append((self.names.relation_trace(view.name), changes[view.name]))
+            runner.forget_unmaintained(ran)
+            self.on_commit.extend(runner.after_commit_actions)
         with profile.phase("state appends"):
             for table, rows in runner.commits:
                 self._append(table, rows)

@@ -33,7 +33,7 @@ from sqlglot.errors import SqlglotError
 from ivm.circuit.circuit import Circuit
 from ivm.circuit.incrementalize import incrementalize
 from ivm.errors import IvmError, SqlError, StateError
-from ivm.execution.embedded import DEFAULT_ITERATION_LIMIT, describe
+from ivm.execution.embedded import DEFAULT_ITERATION_LIMIT, OperatorMemory, describe
 from ivm.execution.profile import EpochProfile
 from ivm.execution.row_index import RowIndex
 from ivm.passes import optimize
@@ -119,6 +119,7 @@ class Session(Ddl, Ingest, ViewState):
         self._views: dict[str, ViewDef] = {}
         self._no_change: dict[str, pa.Table] = {}  # each view's empty change, by name
         self.row_indexes: dict[str, RowIndex] = {}  # base tables' live rows, built at first use
+        self.operator_memory: OperatorMemory = {}  # operators' in-memory state (Run.memory)
         self.profile = EpochProfile()  # the epoch running (or the last one)
         self.last_profile: EpochProfile | None = None  # the last epoch applied
         self._registered_batches: list[str] = []  # Arrow batches DuckDB reads this epoch

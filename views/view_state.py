@@ -206,6 +206,8 @@ class ViewState(_Base):
         for table in dict.fromkeys(tables):
             self.con.execute(f"DROP TABLE IF EXISTS {table}").fetchall()
             self.compactor.forget(table)
+        for key in [k for k in self.operator_memory if k[0] == name]:
+            del self.operator_memory[key]
 
     def _drop_table_state(self, name: str) -> None:
         """Drop a base table's reader and trace."""

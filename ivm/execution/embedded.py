@@ -20,9 +20,11 @@ same code computes the initial contents and fills the state.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import duckdb
+import pyarrow as pa
 
 from ivm.circuit.circuit import Circuit
 from ivm.errors import ExecutionError
@@ -64,6 +66,10 @@ def create_traces(con: duckdb.DuckDBPyConnection, store: StateStore, circuit: Ci
             raise ExecutionError(f"cannot create state table {table}: {error}") from error
 
 
+OperatorMemory = dict[tuple[str, str], dict[str, Any]]
+"""What a session keeps in memory per operator (``Run.memory``), by (view, fingerprint)."""
+
+
 class EpochRunner:
     """Computes the changes of circuits for one epoch, collecting state appends."""
 
@@ -76,8 +82,11 @@ class EpochRunner:
         profile: EpochProfile | None = None,
         iteration_limit: int = DEFAULT_ITERATION_LIMIT,
         epoch: int = 0,
+        memory: OperatorMemory | None = None,
     ) -> None:
         self.con = con
+        self._memory = memory
+        self.after_commit_actions: list[Callable[[], None]] = []
         self.iteration_limit = iteration_limit
         self.epoch = epoch
         self.profile = profile
@@ -156,16 +165,50 @@ class EpochRunner:
     def value(self, op: Operator, sql: str) -> object:
         start = time.perf_counter()
         try:
-            row = self.con.execute(sql).fetchone()
+            rows = self.con.execute(sql).fetchall()  # all: no result left open
         except duckdb.Error as error:
             raise ExecutionError(f"evaluating a view failed: {error}") from error
         if self.profile is not None:
             self.profile.record(self._view, op.fingerprint, time.perf_counter() - start, 0)
-        return row[0] if row else None
+        return rows[0][0] if rows else None
 
     def append(self, trace: str, rows: str) -> None:
         if rows not in self.empty:  # appending nothing would still cost a statement
             self.commits.append((trace, rows))
+
+    def fetch(self, op: Operator, sql: str) -> pa.Table:
+        start = time.perf_counter()
+        try:
+            rows = self.con.sql(sql).to_arrow_table()
+        except duckdb.Error as error:
+            raise ExecutionError(f"evaluating a view failed: {error}") from error
+        if self.profile is not None:
+            self.profile.record(self._view, op.fingerprint, time.perf_counter() - start, 0)
+        return rows
+
+    def materialize_rows(self, op: Operator, part: str, rows: pa.Table) -> str:
+        name = f"__ivm_rows_{op.fingerprint[:16]}_{part}"
+        self.con.register(name, rows)
+        try:
+            return self.materialize(op, part, f"SELECT * FROM {name}")
+        finally:
+            self.con.unregister(name)
+
+    def memory(self, op: Operator) -> dict[str, Any] | None:
+        if self._memory is None or self.backfill:
+            return None
+        return self._memory.setdefault((self._view, op.fingerprint), {})
+
+    def after_commit(self, action: Callable[[], None]) -> None:
+        self.after_commit_actions.append(action)
+
+    def forget_unmaintained(self, views: set[str]) -> None:
+        """Drop what the session keeps in memory for operators of ``views`` (views this
+        epoch ran) whose change was not computed: their inputs may have changed unseen."""
+        if self._memory is None:
+            return
+        for key in [k for k in self._memory if k[0] in views and k not in self._change]:
+            del self._memory[key]
 
     # -- helpers -----------------------------------------------------------------------------
 

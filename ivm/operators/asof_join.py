@@ -26,7 +26,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ivm.operators.asof_reads import neighbours_sql, window_sql
+from ivm.operators.asof_indexed import SIDES, indexable, indexed_change
+from ivm.operators.asof_reads import deduplicated_right_sql, neighbours_sql, window_sql
 from ivm.operators.base import Operator, Run
 from ivm.operators.difference import negated_sql
 from ivm.plan.node import Plan
@@ -86,26 +87,6 @@ class AsOfJoin(Plan):
         )
 
 
-def deduplicated_right_sql(node: AsOfJoin, right: str, weighted: bool) -> str:
-    """The right rows that can match: non-NULL keys and time, one per key and time (the
-    first by the other columns, ascending, NULLs last); ``weighted``: ``right`` is a
-    Z-set whose rows of positive weight are the live ones."""
-    names = node.right.schema.names
-    keys = [b for _, b in node.keys] + [node.right_time]
-    others = [n for n in names if n not in keys]
-    live = (
-        f"SELECT {column_list(names)} FROM ({right}) AS __z GROUP BY ALL HAVING SUM({W}) > 0"
-        if weighted
-        else right
-    )
-    order = ", ".join([quote(k) for k in keys] + [f"{quote(o)} ASC NULLS LAST" for o in others])
-    present = " AND ".join(f"{quote(k)} IS NOT NULL" for k in keys)
-    return (
-        f"SELECT DISTINCT ON ({column_list(keys)}) {column_list(names)} FROM ({live}) AS __x "
-        f"WHERE {present} ORDER BY {order}"
-    )
-
-
 @dataclass(frozen=True, eq=False)
 class IncrementalAsOfJoin(Operator):
     """ASOF JOIN recomputed on the left rows a change can affect (module docstring)."""
@@ -141,10 +122,19 @@ class IncrementalAsOfJoin(Operator):
         if left_change is None and right_change is None:
             return None
         node = self.asof
-        if run.backfill or self._first_load(run):  # the whole join, once
+        memory = run.memory(self)
+        sides = memory.get(SIDES) if memory else None
+        if run.backfill or (not (sides and len(sides.left) + len(sides.right))
+                            and self._first_load(run)):  # the whole join, once
+            if memory is not None:
+                memory.clear()
             left = left_change or empty_relation(node.left.schema)
             right = right_change or empty_relation(node.right.schema)
             return node.asof_sql(left, deduplicated_right_sql(node, right, True), True)
+        if memory is not None and indexable(node):
+            change = indexed_change(self, node, run, memory, left_change, right_change)
+            if change is not False:
+                return change
         left_old, right_old = (run.integral(i) for i in self.inputs)
         if right_change is None and left_change is not None:
             # The right side stands still: each left row's match is fixed, so the join is

@@ -24,13 +24,37 @@ the epoch.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ivm.plan.sql import W, column_list
 from ivm.schema import quote
 
+if TYPE_CHECKING:
+    from ivm.operators.asof_join import AsOfJoin
+
 PAIRWISE_CHANGES = 16
 """A key with at most this many changed right times finds their neighbours by comparing
 each with the key's times (a hash join); one with more sorts them once (an ASOF join)."""
+
+
+def deduplicated_right_sql(node: AsOfJoin, right: str, weighted: bool) -> str:
+    """The right rows that can match: non-NULL keys and time, one per key and time (the
+    first by the other columns, ascending, NULLs last); ``weighted``: ``right`` is a
+    Z-set whose rows of positive weight are the live ones."""
+    names = node.right.schema.names
+    keys = [b for _, b in node.keys] + [node.right_time]
+    others = [n for n in names if n not in keys]
+    live = (
+        f"SELECT {column_list(names)} FROM ({right}) AS __z GROUP BY ALL HAVING SUM({W}) > 0"
+        if weighted
+        else right
+    )
+    order = ", ".join([quote(k) for k in keys] + [f"{quote(o)} ASC NULLS LAST" for o in others])
+    present = " AND ".join(f"{quote(k)} IS NOT NULL" for k in keys)
+    return (
+        f"SELECT DISTINCT ON ({column_list(keys)}) {column_list(names)} FROM ({live}) AS __x "
+        f"WHERE {present} ORDER BY {order}"
+    )
 
 
 def _certain(rows: str, negative: str, keys: Sequence[str], time: str) -> str:

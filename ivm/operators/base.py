@@ -31,7 +31,9 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
+
+import pyarrow as pa
 
 from ivm.plan.node import Plan
 from ivm.plan.sql import empty_relation
@@ -120,6 +122,29 @@ class Run(Protocol):
     def value(self, op: Operator, sql: str) -> object:
         """Run ``sql`` (one row, one column) now for ``op`` and return its value: for a
         choice between two ways of computing a change (a TopK's refill)."""
+        ...
+
+    def fetch(self, op: Operator, sql: str) -> pa.Table:
+        """Run ``sql`` now for ``op`` and return its rows (small results only: what an
+        operator computes on in memory, e.g. an ASOF join's changed points)."""
+        ...
+
+    def materialize_rows(self, op: Operator, part: str, rows: pa.Table) -> str:
+        """Write ``rows`` into scratch table ``part`` now; returns SQL reading it."""
+        ...
+
+    def memory(self, op: Operator) -> dict[str, Any] | None:
+        """What the executor keeps in memory for ``op`` from one epoch of this session to
+        the next, or None where it keeps nothing (Spark tasks, backfills, the iterations
+        of a recursion). Only what can be rebuilt from ``op``'s inputs' integrals may be
+        kept there, changed only by an ``after_commit`` action (an epoch rolled back
+        leaves it as it was); an operator that computes a change without keeping it up to
+        date clears it, and the executor drops it for an operator whose inputs changed
+        but whose change was not computed."""
+        ...
+
+    def after_commit(self, action: Callable[[], None]) -> None:
+        """Run ``action`` once the epoch has committed (never if it rolls back)."""
         ...
 
 

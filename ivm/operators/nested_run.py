@@ -11,8 +11,11 @@ next steps) and to the trace itself when the epoch commits.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
 
 from ivm.operators.base import Operator, Run
 from ivm.plan.sql import union_all_sql
@@ -132,6 +135,18 @@ class NestedRun:
 
     def value(self, op: Operator, sql: str) -> object:
         return self.parent.value(op, sql)
+
+    def fetch(self, op: Operator, sql: str) -> pa.Table:
+        return self.parent.fetch(op, sql)
+
+    def materialize_rows(self, op: Operator, part: str, rows: pa.Table) -> str:
+        return self.parent.materialize_rows(op, part, rows)
+
+    def memory(self, op: Operator) -> dict[str, Any] | None:
+        return None  # a step's integrals grow within the epoch: nothing outlives it
+
+    def after_commit(self, action: Callable[[], None]) -> None:
+        self.parent.after_commit(action)
 
     def append(self, trace: str, rows: str) -> None:
         self._pending.append((self._roles[trace], rows))
