@@ -224,8 +224,19 @@ def _change_sql(
         return " AND ".join([*terms, f"__x.{quote(time)} = {wanted}.{wanted_time}"])
 
     def read(rows: str, keys: Sequence[str], time: str, wanted: str, wanted_time: str) -> str:
+        """The rows of ``rows`` at a point of ``wanted``."""
         return (f"SELECT __x.* FROM ({rows}) AS __x SEMI JOIN {wanted} "
                 f"ON {at(keys, time, wanted, wanted_time)}")
+
+    def read_trace(name: str, rows: str, keys: Sequence[str], time: str, wanted: str,
+                   wanted_time: str) -> list[str]:
+        """CTE ``name``: ``read`` of a trace, first narrowed to the rows at one of the
+        wanted times (a join on one column, for which DuckDB filters the scan; joined on
+        the keys too, the scan would compare every row's keys with theirs' range first)."""
+        times = (f"SELECT __z.* FROM ({rows}) AS __z SEMI JOIN (SELECT DISTINCT {wanted_time} "
+                 f"FROM {wanted}) AS __t ON __z.{quote(time)} = __t.{wanted_time}")
+        exact = read(f"SELECT * FROM {name}_at", keys, time, wanted, wanted_time)
+        return [f"{name}_at AS MATERIALIZED ({times})", f"{name} AS MATERIALIZED ({exact})"]
 
     def pairs(left: str, matches: str, match_time: str, sign: str) -> str:
         """``left``'s rows at their point, each with its match at ``match_time``."""
@@ -245,7 +256,7 @@ def _change_sql(
     ctes = [
         f"__a AS MATERIALIZED (SELECT * EXCLUDE (__lt, __old, __new), {decode} FROM ({points}))",
         f"__p AS MATERIALIZED ({wanted})",
-        f"__r_old AS MATERIALIZED ({read(right_old, rkeys, rt, '__p', '__rt')})",
+        *read_trace("__r_old", right_old, rkeys, rt, "__p", "__rt"),
     ]
     new_right = "SELECT * FROM __r_old"
     if right_change is not None:
@@ -254,7 +265,7 @@ def _change_sql(
     left_new, parts = [], []
     if right_change is not None:  # the old rows' matches may move: their pairs are redone
         old_right = deduplicated_right_sql(node, "SELECT * FROM __r_old", True)
-        ctes.append(f"__l_old AS MATERIALIZED ({read(left_old, lkeys, lt, '__a', '__lt')})")
+        ctes += read_trace("__l_old", left_old, lkeys, lt, "__a", "__lt")
         ctes.append(f"__m_old AS MATERIALIZED ({old_right})")
         left_new.append("SELECT * FROM __l_old")
         parts.append(pairs("__l_old", "__m_old", "__old", "-"))

@@ -165,9 +165,13 @@ class TimeIndex:
         order = np.argsort(positions, kind="stable")
         positions, counts = positions[order], counts[order]
         last = np.append(positions[1:] != positions[:-1], True)[:len(positions)]  # newest
-        tail = np.unique(np.concatenate([self.tail, points[~in_base]]))
-        tail_counts = self.count_at(tail)
-        tail_counts[np.searchsorted(tail, points[~in_base])] = now[~in_base]
+        added, added_counts = points[~in_base], now[~in_base]
+        at = np.searchsorted(self.tail, added)
+        in_tail = _found(self.tail, at, added)
+        tail_counts = self.tail_counts.copy()
+        tail_counts[at[in_tail]] = added_counts[in_tail]
+        tail = np.insert(self.tail, at[~in_tail], added[~in_tail])
+        tail_counts = np.insert(tail_counts, at[~in_tail], added_counts[~in_tail])
         version = TimeIndex(self.base, self.base_counts, positions[last], counts[last],
                             tail[tail_counts > 0], tail_counts[tail_counts > 0])
         pending = len(version.changed) + len(version.tail)
