@@ -254,8 +254,8 @@ def _change_sql(
         f"WHERE {c} IS NOT NULL" for c in ("__old", "__new")
     )
     ctes = [
-        f"__a AS MATERIALIZED (SELECT * EXCLUDE (__lt, __old, __new), {decode} FROM ({points}))",
-        f"__p AS MATERIALIZED ({wanted})",
+        f"__a AS (SELECT * EXCLUDE (__lt, __old, __new), {decode} FROM ({points}))",
+        f"__p AS ({wanted})",
         *read_trace("__r_old", right_old, rkeys, rt, "__p", "__rt"),
     ]
     new_right = "SELECT * FROM __r_old"
