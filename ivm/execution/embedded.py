@@ -135,9 +135,17 @@ class EpochRunner:
     def trace(self, op: Operator, role: str) -> str:
         return self.store.operator_trace(self._view, op.fingerprint, role)
 
-    def materialize(self, op: Operator, part: str, sql: str) -> str:
-        result, rows = self._write(op, part, "CREATE OR REPLACE TEMP TABLE {} AS " + sql)
-        if rows == 0:
+    def materialize(
+        self, op: Operator, part: str, sql: str, rows: Mapping[str, pa.Table] | None = None
+    ) -> str:
+        for name, table in (rows or {}).items():
+            self.con.register(name, table)
+        try:
+            result, written = self._write(op, part, "CREATE OR REPLACE TEMP TABLE {} AS " + sql)
+        finally:
+            for name in rows or {}:
+                self.con.unregister(name)
+        if written == 0:
             self.empty.add(result)
         else:
             self.empty.discard(result)
@@ -185,14 +193,6 @@ class EpochRunner:
         if self.profile is not None:
             self.profile.record(self._view, op.fingerprint, time.perf_counter() - start, 0)
         return rows
-
-    def materialize_rows(self, op: Operator, part: str, rows: pa.Table) -> str:
-        name = f"__ivm_rows_{op.fingerprint[:16]}_{part}"
-        self.con.register(name, rows)
-        try:
-            return self.materialize(op, part, f"SELECT * FROM {name}")
-        finally:
-            self.con.unregister(name)
 
     def memory(self, op: Operator) -> dict[str, Any] | None:
         if self._memory is None or self.backfill:

@@ -43,6 +43,7 @@ from ivm.operators.time_index import (
     TOP,
     TimeIndex,
     has_time_code,
+    nearest_in,
     points_of,
     split_points,
     time_code_sql,
@@ -57,6 +58,9 @@ if TYPE_CHECKING:
 SIDES = "time_indexes"
 """The memory entry holding the two sides' ``TimeIndex`` (``Sides``)."""
 KEY_HASH, TIME_CODE, ROWS = "__ivm_kh", "__ivm_tc", "__ivm_rows"
+POINTS, WANTED = "__ivm_asof_points", "__ivm_asof_wanted"
+"""The names the epoch's statement reads the affected points and the right points by
+(Arrow tables)."""
 
 
 @dataclass(frozen=True)
@@ -112,8 +116,8 @@ def indexed_change(
     before, strict = node.op in (">=", ">"), node.op in (">", "<")
     affected = _affected(sides, right, left_points, right_points, before)
     keys, times = split_points(affected)
-    old_match, old_found = sides.right.nearest(keys, times, before, strict)
-    new_match, new_found = right.nearest(keys, times, before, strict)
+    (old_match, old_found), (new_match, new_found) = nearest_in(
+        [sides.right, right], keys, times, before, strict)
     keep = (old_found != new_found) | (new_found & (old_match != new_match))
     if left_points is not None:
         keep |= np.isin(affected, points_of(left_points.keys, left_points.times))
@@ -125,17 +129,21 @@ def indexed_change(
         "__old": pa.array(old_match[keep], mask=~old_found[keep]),
         "__new": pa.array(new_match[keep], mask=~new_found[keep]),
     })
-    values = _key_values([p for p in (left_points, right_points) if p is not None], keys[keep])
-    for name, column in zip(values.column_names, values.columns, strict=True):
-        rows = rows.append_column(name, column)
+    changes = [p for p in (left_points, right_points) if p is not None]
+    rows = _with_key_values(rows, changes, keys[keep])
     unmatched = node.outer and left_change is not None
     if not len(rows) and not unmatched:
         return None
-    points = run.materialize_rows(op, "points", rows)
+    matches = np.unique(np.concatenate([  # the right points read: every old and new match
+        points_of(keys[keep & found], match[keep & found])
+        for match, found in ((old_match, old_found), (new_match, new_found))
+    ]))
+    match_keys, match_times = split_points(matches)
+    wanted = _with_key_values(pa.table({"__rt": match_times}), changes, match_keys)
     return run.materialize(op, "output", _change_sql(
-        node, points, run.integral(op.inputs[0]), run.integral(op.inputs[1]),
-        left_change, right_change,
-    ))
+        node, run.integral(op.inputs[0]), run.integral(op.inputs[1]), left_change,
+        right_change,
+    ), rows={POINTS: rows, WANTED: wanted})
 
 
 def _load(op: Operator, node: AsOfJoin, run: Run) -> Sides:
@@ -181,38 +189,38 @@ def _affected(
     found = [points_of(left_points.keys, left_points.times)] if left_points else []
     if right_points is not None:
         keys, times = right_points.keys, right_points.times
-        if before:  # matches lie before the left time: the neighbour after the change
-            reach = np.full(len(keys), TOP, dtype=np.int64)
-            for index in (old.right, right):
-                near, there = index.nearest(keys, times, before=False, strict=True)
-                reach = np.where(there, np.minimum(reach, near), reach)
-            found.append(old.left.between(keys, times, reach))
-        else:
-            reach = np.full(len(keys), -TOP, dtype=np.int64)
-            for index in (old.right, right):
-                near, there = index.nearest(keys, times, before=True, strict=True)
-                reach = np.where(there, np.maximum(reach, near), reach)
-            found.append(old.left.between(keys, reach, times))
+        # the neighbour on the side matches lie: after the change if they lie before the
+        # left time, else before it; the nearer of the old and the new one
+        reach = np.full(len(keys), TOP if before else -TOP, dtype=np.int64)
+        nearer = np.minimum if before else np.maximum
+        for near, there in nearest_in([old.right, right], keys, times, not before, True):
+            reach = np.where(there, nearer(reach, near), reach)
+        low, high = (times, reach) if before else (reach, times)
+        found.append(old.left.between(keys, low, high))
     if not found:
         return np.empty(0, dtype="S16")
     return np.unique(np.concatenate(found))
 
 
-def _key_values(changes: Sequence[Points], keys: np.ndarray) -> pa.Table:
-    """The key columns' values of each of the key hashes ``keys`` (every one is a key of
-    one of ``changes``), a row each."""
+def _with_key_values(rows: pa.Table, changes: Sequence[Points], keys: np.ndarray) -> pa.Table:
+    """``rows`` with the key columns' values of each row's key hash ``keys`` (every one is
+    a key of one of ``changes``)."""
     hashes = np.concatenate([p.keys for p in changes])
     values = pa.concat_tables([p.values for p in changes])
     distinct, first = np.unique(hashes, return_index=True)
-    return values.take(pa.array(first[np.searchsorted(distinct, keys)], type=pa.int64()))
+    values = values.take(pa.array(first[np.searchsorted(distinct, keys)], type=pa.int64()))
+    for name, column in zip(values.column_names, values.columns, strict=True):
+        rows = rows.append_column(name, column)
+    return rows
 
 
 def _change_sql(
-    node: AsOfJoin, points: str, left_old: str, right_old: str,
-    left_change: str | None, right_change: str | None,
+    node: AsOfJoin, left_old: str, right_old: str, left_change: str | None,
+    right_change: str | None,
 ) -> str:
-    """The statement of step 3 (module docstring) over the scratch table of affected
-    points ``points`` (the left key columns, ``__lt``, ``__old``, ``__new``: time codes)."""
+    """The statement of step 3 (module docstring), reading the affected points as
+    ``POINTS`` (the left key columns, ``__lt``, ``__old``, ``__new``: time codes) and the
+    right points it reads as ``WANTED`` (the left key columns, ``__rt``)."""
     lkeys, rkeys = [a for a, _ in node.keys], [b for _, b in node.keys]
     lt, rt = node.left_time, node.right_time
     ttype = node.right.schema.type_of(rt)
@@ -249,13 +257,10 @@ def _change_sql(
         )
 
     decode = ", ".join(f"{time_value_sql(c, ttype)} AS {c}" for c in ("__lt", "__old", "__new"))
-    wanted = " UNION ".join(
-        f"SELECT {column_list(lkeys)}{', ' if lkeys else ''}{c} AS __rt FROM __a "
-        f"WHERE {c} IS NOT NULL" for c in ("__old", "__new")
-    )
     ctes = [
-        f"__a AS (SELECT * EXCLUDE (__lt, __old, __new), {decode} FROM ({points}))",
-        f"__p AS ({wanted})",
+        f"__a AS (SELECT * EXCLUDE (__lt, __old, __new), {decode} FROM {POINTS})",
+        f"__p AS (SELECT * EXCLUDE (__rt), {time_value_sql('__rt', ttype)} AS __rt "
+        f"FROM {WANTED})",
         *read_trace("__r_old", right_old, rkeys, rt, "__p", "__rt"),
     ]
     new_right = "SELECT * FROM __r_old"

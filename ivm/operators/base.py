@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, ClassVar, Protocol
@@ -92,8 +92,11 @@ class Run(Protocol):
         """Quoted table name of ``op``'s trace ``role``."""
         ...
 
-    def materialize(self, op: Operator, part: str, sql: str) -> str:
-        """Run ``sql`` into a scratch table now; returns SQL reading it."""
+    def materialize(
+        self, op: Operator, part: str, sql: str, rows: Mapping[str, pa.Table] | None = None
+    ) -> str:
+        """Run ``sql`` into a scratch table now; returns SQL reading it. ``rows``: tables
+        ``sql`` reads by name (what an operator computed in memory), for that statement."""
         ...
 
     def append(self, trace: str, rows: str) -> None:
@@ -127,10 +130,6 @@ class Run(Protocol):
     def fetch(self, op: Operator, sql: str) -> pa.Table:
         """Run ``sql`` now for ``op`` and return its rows (small results only: what an
         operator computes on in memory, e.g. an ASOF join's changed points)."""
-        ...
-
-    def materialize_rows(self, op: Operator, part: str, rows: pa.Table) -> str:
-        """Write ``rows`` into scratch table ``part`` now; returns SQL reading it."""
         ...
 
     def memory(self, op: Operator) -> dict[str, Any] | None:

@@ -11,7 +11,7 @@ next steps) and to the trace itself when the epoch commits.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -124,8 +124,10 @@ class NestedRun:
         self._roles[text] = name
         return text
 
-    def materialize(self, op: Operator, part: str, sql: str) -> str:
-        return self.parent.materialize(op, part, sql)
+    def materialize(
+        self, op: Operator, part: str, sql: str, rows: Mapping[str, pa.Table] | None = None
+    ) -> str:
+        return self.parent.materialize(op, part, sql, rows)
 
     def extend(self, op: Operator, part: str, sql: str) -> str:
         return self.parent.extend(op, part, sql)
@@ -138,9 +140,6 @@ class NestedRun:
 
     def fetch(self, op: Operator, sql: str) -> pa.Table:
         return self.parent.fetch(op, sql)
-
-    def materialize_rows(self, op: Operator, part: str, rows: pa.Table) -> str:
-        return self.parent.materialize_rows(op, part, rows)
 
     def memory(self, op: Operator) -> dict[str, Any] | None:
         return None  # a step's integrals grow within the epoch: nothing outlives it

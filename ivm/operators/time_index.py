@@ -22,6 +22,7 @@ arrays (O(n), ≈1 ms per million points).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -157,7 +158,7 @@ class TimeIndex:
         np.add.at(delta, inverse, np.asarray(weights, dtype=np.int64))
         at = np.searchsorted(self.base, points)
         in_base = _found(self.base, at, points)
-        now = self.count_at(points) + delta
+        now = self._count_at(points, at, in_base) + delta
         if (now < 0).any():
             return None
         positions = np.concatenate([self.changed, at[in_base]])
@@ -181,9 +182,12 @@ class TimeIndex:
 
     def count_at(self, points: np.ndarray) -> np.ndarray:
         """The live rows at each of ``points`` (0 where there are none)."""
-        counts = np.zeros(len(points), dtype=np.int64)
         at = np.searchsorted(self.base, points)
-        in_base = _found(self.base, at, points)
+        return self._count_at(points, at, _found(self.base, at, points))
+
+    def _count_at(self, points: np.ndarray, at: np.ndarray, in_base: np.ndarray) -> np.ndarray:
+        """``count_at``, given the points' positions in the base and which are there."""
+        counts = np.zeros(len(points), dtype=np.int64)
         counts[in_base] = self.base_counts[at[in_base]]
         where = np.searchsorted(self.changed, at)
         changed = in_base & _found(self.changed, where, at)
@@ -199,10 +203,14 @@ class TimeIndex:
         """For each (key, time), the nearest live time of the same key at or before it
         (``before``) or at or after it (else), excluding the time itself if ``strict``:
         (times, found), the times meaningless where not found."""
-        queries = points_of(keys, times)
-        side = ("left" if strict else "right") if before else ("right" if strict else "left")
+        return nearest_in([self], keys, times, before, strict)[0]
+
+    def _nearest(
+        self, keys: np.ndarray, queries: np.ndarray, at: np.ndarray, before: bool, side: str
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``nearest`` of the points ``queries``, given their positions ``at`` in the base
+        (``side`` of the search, one back if ``before``; changed here)."""
         step = -1 if before else 0
-        at = np.searchsorted(self.base, queries, side=side) + step
         dead, first, last = self._runs
         where = np.searchsorted(dead, at)
         in_run = _found(dead, where, at)  # a dead point: go past its run
@@ -253,3 +261,22 @@ class TimeIndex:
         ends = np.append(dead[1:] != dead[:-1] + 1, True)
         run = np.cumsum(starts) - 1
         return dead, dead[starts][run], dead[ends][run]
+
+
+def nearest_in(
+    indexes: Sequence[TimeIndex], keys: np.ndarray, times: np.ndarray, before: bool,
+    strict: bool,
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``TimeIndex.nearest`` in each of ``indexes`` (versions of one side: a base they
+    share is searched once, as its 16 MB per million points are out of cache by then)."""
+    queries = points_of(keys, times)
+    side = ("left" if strict else "right") if before else ("right" if strict else "left")
+    positions: dict[int, np.ndarray] = {}
+    found = []
+    for index in indexes:
+        if id(index.base) not in positions:
+            positions[id(index.base)] = np.searchsorted(index.base, queries, side=side) - (
+                1 if before else 0)
+        found.append(index._nearest(keys, queries, positions[id(index.base)].copy(), before,
+                                    side))
+    return found

@@ -14,6 +14,7 @@ from ivm.operators import time_index
 from ivm.operators.time_index import (
     TOP,
     TimeIndex,
+    nearest_in,
     points_of,
     split_points,
     time_code_sql,
@@ -71,7 +72,7 @@ def _against_brute_force(first: dict, changes: list, queries: list) -> None:
         after.update(delta)
         updated = index.updated(keys, times, weights)
         assert updated is not None
-        index, live = updated, +after
+        previous, index, live = index, updated, +after
         points, counts = index.live()
         assert sorted(zip(*split_points(points), strict=True)) == sorted(live)
         assert list(points) == sorted(points)
@@ -85,6 +86,12 @@ def _against_brute_force(first: dict, changes: list, queries: list) -> None:
                 expected = [_nearest(live, k, t, before, strict) for k, t in queries]
                 got = [int(t) if f else None for t, f in zip(found_times, found, strict=True)]
                 assert got == expected
+                # two versions at once (a base they share is searched once): the same
+                old_times, old_found = previous.nearest(keys, times, before, strict)
+                (a, b), (c, d) = nearest_in([previous, index], keys, times, before, strict)
+                assert (a[old_found] == old_times[old_found]).all()
+                assert (b == old_found).all() and (d == found).all()
+                assert (c[found] == found_times[found]).all()
         low = np.minimum(times, times[::-1])
         high = np.maximum(times, times[::-1])
         inside = {
