@@ -21,7 +21,7 @@ from oracle.settings import RANDOM_CDC
 from oracle.spark import SPARK_PARTITIONS
 
 import ivm
-from ivm.operators import asof_join, asof_reads
+from ivm.operators import asof_join, asof_reads, time_index
 
 TABLES = ["CREATE TABLE t (s INTEGER, ts INTEGER, id INTEGER)",
           "CREATE TABLE q (s INTEGER, ts INTEGER, p INTEGER)"]
@@ -70,7 +70,8 @@ def _views(names: list[str]) -> tuple[dict[str, str], dict[str, str]]:
     return {n: VIEWS[n][0] for n in names}, {n: VIEWS[n][1] for n in names}
 
 
-@pytest.mark.parametrize("reads", ["time index", "pairwise", "sorted"])
+@pytest.mark.parametrize("reads", ["time index", "time index, levels merged", "pairwise",
+                                   "sorted"])
 @pytest.mark.parametrize("group", list(GROUPS))
 @settings(RANDOM_CDC, max_examples=2)
 @given(data=st.data())
@@ -80,7 +81,9 @@ def test_asof_join(group: str, reads: str, data: st.DataObject) -> None:
     # join when its symbol has few changes, from an ASOF join when it has many: force each.
     assume(data.draw(st.integers(0, 3), label="a random workload") > 0)
     with pytest.MonkeyPatch.context() as patch:
-        if reads != "time index":
+        if reads == "time index, levels merged":  # a new base every few changed points
+            patch.setattr(time_index, "MERGE_MIN", 3)
+        elif reads != "time index":
             patch.setattr(asof_join, "indexable", lambda node: False)
             limit = asof_reads.PAIRWISE_CHANGES if reads == "pairwise" else -1
             patch.setattr(asof_reads, "PAIRWISE_CHANGES", limit)
