@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import assume, given, settings
@@ -21,7 +22,7 @@ from oracle.settings import RANDOM_CDC
 from oracle.spark import SPARK_PARTITIONS
 
 import ivm
-from ivm.operators import asof_join, asof_reads, time_index
+from ivm.operators import asof_indexed, asof_join, asof_reads, time_index
 
 TABLES = ["CREATE TABLE t (s INTEGER, ts INTEGER, id INTEGER)",
           "CREATE TABLE q (s INTEGER, ts INTEGER, p INTEGER)"]
@@ -231,3 +232,27 @@ def test_the_time_index_through_timestamps_infinities_rejections_and_reopening(
         check(db)
     finally:
         db.close()
+
+
+def test_an_index_that_does_not_fit_the_change_is_rebuilt() -> None:
+    """A time index that a change cannot apply to (a point would go below no rows: it
+    does not describe its side) is dropped; that epoch is computed in SQL alone and the
+    next one rebuilds the index from the traces."""
+    view = "SELECT t.id, q.p FROM t ASOF JOIN q ON t.s = q.s AND t.ts >= q.ts"
+    with ivm.connect() as db:
+        db.execute(";".join(TABLES) + f"; CREATE VIEW v AS {view}")
+        db.ingest({"t": [{"s": 1, "ts": 5, "id": 1}, {"s": 1, "ts": 9, "id": 2}],
+                   "q": [{"s": 1, "ts": 1, "p": 10}, {"s": 1, "ts": 7, "p": 20}]})
+        db.ingest({"q": [{"s": 1, "ts": 3, "p": 30}]})  # builds the indexes
+        (memory,) = [m for m in db.operator_memory.values() if m]
+        empty = time_index.TimeIndex.of(*(np.empty(0, t) for t in (np.uint64, np.int64,
+                                                                         np.int64)))
+        memory["time_indexes"] = asof_indexed.Sides(empty, empty)  # stale on purpose
+        db.ingest({"q": [{"s": 1, "ts": 7, "p": 20, "__w": -1}]})
+        assert memory == {}
+        assert sorted(db.read("v").to_pylist(), key=repr) == sorted(
+            db.sql(view).to_pylist(), key=repr)
+        db.ingest({"q": [{"s": 1, "ts": 6, "p": 40}]})
+        assert "time_indexes" in memory
+        assert sorted(db.read("v").to_pylist(), key=repr) == sorted(
+            db.sql(view).to_pylist(), key=repr)

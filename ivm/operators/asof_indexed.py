@@ -11,10 +11,10 @@ it needs from the traces, by equality on (keys, time):
 2. *Affected* left points: every point of the left change, and for each changed right
    point c of key k, the left points of k between c and the nearest live right time past
    it on the side matches lie (before or after the epoch, whichever is nearer): only
-   there can c be a match, before or after. Each keeps its match time before the epoch
-   (in the old right index) and after it (the new one); a point keeps only if its rows
+   there can c be a match, before or after. Each gets its match time before the epoch
+   (in the old right index) and after it (the new one), and is kept only if its rows
    changed, its match time moved, or its match's point changed (the row chosen there may
-   have): this is exact, where a SQL window per key is not.
+   have): exact, where a SQL window per key is not.
 3. One statement: the left rows at the affected points (the old ones from the trace,
    plus the change), the right rows at their old and new match points (from the trace
    and the change), each point's rows consolidated and de-tied as ``plain`` does
@@ -25,7 +25,7 @@ it needs from the traces, by equality on (keys, time):
 Left rows with a NULL key or time never match; they stay out of the indexes, and in an
 ASOF LEFT JOIN the change's such rows are emitted with NULLs. If a change does not fit
 an index (a point would be left with fewer than no rows), the memory is cleared and the
-caller computes the epoch in SQL alone (``indexed_change`` returns None).
+caller computes the epoch in SQL alone (``indexed_change`` returns False).
 """
 
 from __future__ import annotations
@@ -113,37 +113,45 @@ def indexed_change(
         return False
     memory[SIDES] = sides
     run.after_commit(lambda: memory.update({SIDES: Sides(left, right)}))
+    rows, wanted = _moved(node, sides.right, right, left_points, right_points,
+                          _affected(sides, right, left_points, right_points, node.op))
+    if not len(rows) and not (node.outer and left_change is not None):
+        return None
+    return run.materialize(op, "output", _change_sql(
+        node, run.integral(op.inputs[0]), run.integral(op.inputs[1]), left_change,
+        right_change,
+    ), rows={POINTS: rows, WANTED: wanted})
+
+
+def _moved(
+    node: AsOfJoin, old: TimeIndex, new: TimeIndex, left_points: Points | None,
+    right_points: Points | None, affected: np.ndarray,
+) -> tuple[pa.Table, pa.Table]:
+    """Of the ``affected`` left points, those whose output changes (module docstring,
+    2), with their old and new match times (``POINTS``); and the right points their
+    matches are read at (``WANTED``)."""
     before, strict = node.op in (">=", ">"), node.op in (">", "<")
-    affected = _affected(sides, right, left_points, right_points, before)
     keys, times = split_points(affected)
     (old_match, old_found), (new_match, new_found) = nearest_in(
-        [sides.right, right], keys, times, before, strict)
+        [old, new], keys, times, before, strict)
     keep = (old_found != new_found) | (new_found & (old_match != new_match))
     if left_points is not None:
         keep |= np.isin(affected, points_of(left_points.keys, left_points.times))
     if right_points is not None:
         changed = points_of(right_points.keys, right_points.times)
         keep |= old_found & np.isin(points_of(keys, old_match), changed)
-    rows = pa.table({
+    changes = [p for p in (left_points, right_points) if p is not None]
+    rows = _with_key_values(pa.table({
         "__lt": times[keep],
         "__old": pa.array(old_match[keep], mask=~old_found[keep]),
         "__new": pa.array(new_match[keep], mask=~new_found[keep]),
-    })
-    changes = [p for p in (left_points, right_points) if p is not None]
-    rows = _with_key_values(rows, changes, keys[keep])
-    unmatched = node.outer and left_change is not None
-    if not len(rows) and not unmatched:
-        return None
-    matches = np.unique(np.concatenate([  # the right points read: every old and new match
+    }), changes, keys[keep])
+    matches = np.unique(np.concatenate([
         points_of(keys[keep & found], match[keep & found])
         for match, found in ((old_match, old_found), (new_match, new_found))
     ]))
     match_keys, match_times = split_points(matches)
-    wanted = _with_key_values(pa.table({"__rt": match_times}), changes, match_keys)
-    return run.materialize(op, "output", _change_sql(
-        node, run.integral(op.inputs[0]), run.integral(op.inputs[1]), left_change,
-        right_change,
-    ), rows={POINTS: rows, WANTED: wanted})
+    return rows, _with_key_values(pa.table({"__rt": match_times}), changes, match_keys)
 
 
 def _load(op: Operator, node: AsOfJoin, run: Run) -> Sides:
@@ -183,9 +191,10 @@ def _points(
 
 def _affected(
     old: Sides, right: TimeIndex, left_points: Points | None, right_points: Points | None,
-    before: bool,
+    op: str,
 ) -> np.ndarray:
     """The left points whose match may change (module docstring, 2), sorted, distinct."""
+    before = op in (">=", ">")
     found = [points_of(left_points.keys, left_points.times)] if left_points else []
     if right_points is not None:
         keys, times = right_points.keys, right_points.times
