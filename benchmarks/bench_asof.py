@@ -52,7 +52,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -193,11 +193,18 @@ def statements_timed(into: list[tuple[str, float, int]],
     profiles each statement in DuckDB first (``hotspots``) and appends that to ``plans``."""
     original = EpochRunner.materialize
 
-    def timed(runner: EpochRunner, op: Operator, part: str, sql: str) -> str:
-        costliest = hotspots(runner.con, sql) if plans is not None else []
+    def timed(runner: EpochRunner, op: Operator, part: str, sql: str,
+              rows: Mapping[str, pa.Table] | None = None) -> str:
+        costliest = []
+        if plans is not None:
+            for name, table in (rows or {}).items():  # what the statement reads by name
+                runner.con.register(name, table)
+            costliest = hotspots(runner.con, sql)
+            for name in rows or {}:
+                runner.con.unregister(name)
         before = written(runner)
         start = time.perf_counter()
-        result = original(runner, op, part, sql)
+        result = original(runner, op, part, sql, rows)
         seconds = time.perf_counter() - start
         into.append((f"{op.kind}: {part}", seconds, written(runner) - before))
         if plans is not None:
