@@ -129,17 +129,25 @@ class Market:
         """``n`` quotes at random times before the clock, no time used before."""
         times = np.empty(0, np.int64)
         while len(times) < n:
-            draw = self.rng.integers(0, self.clock, n - len(times))
-            fresh = ~np.isin(draw, self.quote_times, assume_unique=False)
-            times = np.union1d(times, draw[fresh])
+            draw = np.unique(self.rng.integers(0, self.clock, n - len(times)))
+            times = np.union1d(times, draw[~self._used(draw)])
         self.rng.shuffle(times)  # out of order
-        self.quote_times = np.union1d(self.quote_times, times)
+        ordered = np.sort(times)  # into the sorted times used, without sorting them again
+        self.quote_times = np.insert(
+            self.quote_times, np.searchsorted(self.quote_times, ordered), ordered)
         cents = self.rng.integers(1_000, 100_000, n)
         return pa.table({
             "sym": self._symbols(n),
             "ts": self._times(times),
             "price": pa.array(cents / 100).cast(pa.decimal128(12, 2)),
         })
+
+    def _used(self, times: np.ndarray) -> np.ndarray:
+        """Which of ``times`` some quote has already (a binary search in the sorted times)."""
+        if not len(self.quote_times):
+            return np.zeros(len(times), dtype=bool)
+        at = np.minimum(np.searchsorted(self.quote_times, times), len(self.quote_times) - 1)
+        return self.quote_times[at] == times
 
     def new_trades(self, n: int) -> pa.Table:
         """``n`` trades in the next second; moves the clock on."""
