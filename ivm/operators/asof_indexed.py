@@ -162,10 +162,10 @@ def _load(op: Operator, node: AsOfJoin, run: Run) -> Sides:
         (0, [a for a, _ in node.keys], node.left_time),
         (1, [b for _, b in node.keys], node.right_time),
     ):
-        rows = run.fetch(op, (
-            f"SELECT {_point_columns(keys, time, ttype)}, CAST(SUM({W}) AS BIGINT) AS {ROWS} "
+        rows = run.fetch(op, (  # sorted by DuckDB, summed per point by numpy (faster)
+            f"SELECT {_point_columns(keys, time, ttype)}, CAST({W} AS BIGINT) AS {ROWS} "
             f"FROM ({run.integral(op.inputs[side])}) AS __s WHERE {_present(keys, time)} "
-            f"GROUP BY ALL HAVING SUM({W}) > 0 ORDER BY {KEY_HASH}, {TIME_CODE}"
+            f"ORDER BY {KEY_HASH}, {TIME_CODE}"
         ))
         indexes.append(TimeIndex.of(*_arrays(rows), ordered=True))
     return Sides(*indexes)

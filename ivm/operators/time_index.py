@@ -126,16 +126,27 @@ class TimeIndex:
 
     @staticmethod
     def of(
-        keys: np.ndarray, times: np.ndarray, counts: np.ndarray, ordered: bool = False
+        keys: np.ndarray, times: np.ndarray, weights: np.ndarray, ordered: bool = False
     ) -> TimeIndex:
-        """The index of live rows given as (key hash, time code, live rows) per distinct
-        point, in any order (``ordered``: sorted by key hash, then time code)."""
-        points = points_of(keys, times)
-        counts = np.asarray(counts, dtype=np.int64)
-        if not (ordered and bool((points[1:] > points[:-1]).all())):  # checked: O(n), once
-            order = np.argsort(points, kind="stable")
-            points, counts = points[order], counts[order]
-        return TimeIndex(points, counts)
+        """The index of a Z-set's live rows, given as (key hash, time code, weight) per
+        row or per point, in any order (``ordered``: sorted by key hash, then time code,
+        which is checked); a point is live where its weights sum to more than 0."""
+        keys = np.asarray(keys, dtype=np.uint64)
+        times = np.asarray(times, dtype=np.int64)
+        weights = np.asarray(weights, dtype=np.int64)
+        same_key = keys[1:] == keys[:-1]
+        if not (ordered and bool(((keys[1:] > keys[:-1]) | same_key & (times[1:] >= times[:-1]))
+                                 .all())):  # checked: O(n), once
+            order = np.lexsort((times, keys))
+            keys, times, weights = keys[order], times[order], weights[order]
+            same_key = keys[1:] == keys[:-1]
+        first = np.append(True, ~same_key | (times[1:] != times[:-1]))[:len(keys)]
+        if not first.all():  # a point of several rows: their weights summed
+            starts = np.flatnonzero(first)
+            keys, times, weights = keys[starts], times[starts], np.add.reduceat(weights, starts)
+        live = weights > 0
+        points = points_of(keys[live], times[live])
+        return TimeIndex(points, weights[live])
 
     def __len__(self) -> int:
         return len(self.base) - len(self._dead) + len(self.tail)

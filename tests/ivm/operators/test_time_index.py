@@ -102,6 +102,22 @@ def _against_brute_force(first: dict, changes: list, queries: list) -> None:
             sorted(inside)
 
 
+@settings(max_examples=60, deadline=None)
+@given(rows=st.lists(st.tuples(KEYS, TIMES, st.integers(-2, 3)), max_size=12),
+       ordered=st.booleans())
+def test_an_index_of_rows_sums_each_points_weights(rows: list, ordered: bool) -> None:
+    if ordered:
+        rows = sorted(rows, key=lambda r: (r[0], r[1]))
+    live: Counter = Counter()
+    for key, time, weight in rows:
+        live[key, time] += weight
+    keys, times = _arrays([(k, t) for k, t, _ in rows])
+    index = TimeIndex.of(keys, times, np.array([w for *_, w in rows], dtype=np.int64), ordered)
+    points, counts = index.live()
+    assert sorted(zip(*split_points(points), counts.tolist(), strict=True)) == sorted(
+        (k, t, n) for (k, t), n in live.items() if n > 0)
+
+
 @pytest.mark.parametrize(("type_", "values"), [
     ("INTEGER", ["-2147483647", "0", "7"]),
     ("UINTEGER", ["0", "4294967295"]),
