@@ -16,8 +16,9 @@ DATE, TIMESTAMP, TIMESTAMP WITH TIME ZONE, TIMESTAMP_NS; infinities at the ends)
 
 Two keys with one hash would share their points: their times would interleave and a
 match could be taken from the other key (chance 2⁻⁶⁴ per pair of keys, as for the base
-tables' row index). A side of n distinct points costs 24·n bytes; an update copies the
-arrays (O(n), ≈1 ms per million points).
+tables' row index). A side of n distinct points costs 24·n bytes; an update costs its
+change's points, and once per that many points as 1/16 of n, a merge (O(n): see
+``TimeIndex``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from functools import cached_property
 import numpy as np
 
 SIGN = np.uint64(1 << 63)
+"""The sign bit of a time code, flipped so that unsigned byte order is numeric order."""
 MERGE_MIN = 65_536
 MERGE_FRACTION = 1 / 16
 """A ``TimeIndex``'s changed base positions and tail are merged into its base once they
