@@ -18,7 +18,10 @@ ASOF(affected ∩ L_old, R_old), both evaluated by DuckDB's own ASOF JOIN over a
 window of the affected keys' right rows (``ivm.operators.asof_reads``). A first load
 (both traces empty) is one ASOF JOIN of the changes; an epoch that changes only the
 left side is the ASOF JOIN of the left change (the join is linear in its left).
-State: none of its own (both inputs' integrals).
+Where the executor keeps memory between epochs (embedded mode), the same rows are found
+by binary search in both sides' time indexes instead, and read by equality
+(``ivm.operators.asof_indexed``). State: none of its own (both inputs' integrals; in
+memory, embedded, each side's live (key, time) points).
 """
 
 from __future__ import annotations
@@ -124,8 +127,10 @@ class IncrementalAsOfJoin(Operator):
         node = self.asof
         memory = run.memory(self)
         sides = memory.get(SIDES) if memory else None
+        # Both traces empty (a view defined before its rows): the whole join, once. An
+        # index with points says they are not, without a query.
         if run.backfill or (not (sides and len(sides.left) + len(sides.right))
-                            and self._first_load(run)):  # the whole join, once
+                            and self._first_load(run)):
             if memory is not None:
                 memory.clear()
             left = left_change or empty_relation(node.left.schema)
