@@ -62,7 +62,8 @@ class Compactor:
 
     def appended(self, table: str, rows: int, consolidated: bool = False) -> None:
         """Record ``rows`` appended to ``table``. Consolidated rows (each once) appended to
-        a trace known to be empty leave it compacted: a first load is not compacted again."""
+        a trace known to be empty leave it compacted: a first load is not compacted again
+        (nor is a view's first contents, appended after an epoch that changed nothing)."""
         size = self.sizes.get(table)
         if size is None:
             size = self.sizes[table] = TailSize(empty=False)
@@ -70,7 +71,7 @@ class Compactor:
             size.base = rows
         else:
             size.appended += rows
-        size.empty = False
+        size.empty = size.empty and rows == 0
 
     def created(self, table: str) -> None:
         """Record that ``table`` was just created, empty."""

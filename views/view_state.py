@@ -181,9 +181,11 @@ class ViewState(_Base):
             # The delta's SQL reads operators' integrals (their traces before the epoch):
             # run it before the state appends (a join of two changed inputs read an
             # aggregate's new row twice when the appends ran first).
+            self.compactor.created(trace)
             if delta is not None:
                 consolidated = consolidate_sql(delta, view.schema.names)
-                run_sql(self.con, f"INSERT INTO {trace} {consolidated}")
+                rows = run_sql(self.con, f"INSERT INTO {trace} {consolidated}")
+                self.compactor.appended(trace, rows, consolidated=True)
             for table, rows in runner.commits:
                 run_sql(self.con, f"INSERT INTO {table} {rows}")
         except IterationLimitError as error:

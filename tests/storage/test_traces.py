@@ -110,6 +110,36 @@ def test_compactor_compacts_only_due_traces(con, monkeypatch):
     assert "other" not in compactor.sizes
 
 
+def test_a_first_load_into_an_empty_trace_is_not_compacted_again(con, monkeypatch):
+    monkeypatch.setattr(traces, "COMPACT_MIN_ROWS", 4)
+    compactor = Compactor()
+    compactor.created("tr")
+    compactor.appended("tr", 0, consolidated=True)  # an epoch that changed nothing
+    compactor.appended("tr", 10, consolidated=True)  # the first contents, each row once
+    assert compactor.sizes["tr"] == TailSize(base=10, appended=0)
+    compactor.appended("tr", 10, consolidated=True)  # not empty any more: a tail
+    assert compactor.sizes["tr"] == TailSize(base=10, appended=10)
+
+
+def test_a_views_first_contents_count_as_its_compacted_base(monkeypatch):
+    monkeypatch.setattr(traces, "COMPACT_MIN_ROWS", 4)
+    db = ivm.connect()
+    db.execute(DDL)
+    trace = db.names.relation_trace("revenue")
+    assert db.compactor.sizes[trace] == TailSize(empty=True)  # created over empty tables
+    orders = pa.table({"id": list(range(20)), "customer": [f"c{i}" for i in range(20)],
+                       "amount": list(range(20))})
+    db.ingest({"orders": orders})  # the view's first rows: already consolidated
+    assert db.compactor.sizes[trace] == TailSize(base=20, appended=0)
+
+    later = ivm.connect()
+    later.execute("CREATE TABLE orders (id BIGINT PRIMARY KEY, customer VARCHAR, amount BIGINT)")
+    later.ingest({"orders": orders})
+    later.execute("CREATE VIEW revenue AS SELECT customer, SUM(amount) AS total FROM orders "
+                  "GROUP BY customer")  # backfilled: its rows are its base
+    assert later.compactor.sizes[later.names.relation_trace("revenue")] == TailSize(base=20)
+
+
 # -- compaction inside a session -----------------------------------------------------------
 
 DDL = """
