@@ -15,6 +15,9 @@ have no manifest); a session that refuses it leaves it untouched.
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 import duckdb
 
 from ivm.storage.manifest import Manifest
@@ -94,6 +97,15 @@ class Catalog:
         """(kind, name, definition) of every table and view, in creation order."""
         rows = self.con.execute(f"SELECT kind, name, definition FROM {ENTRIES} ORDER BY seq")
         return [(r[0], r[1], r[2]) for r in rows.fetchall()]
+
+    def signature(self) -> str:
+        """A digest of everything the catalog records (format, epoch, creation counter,
+        every entry and manifest): equal signatures, same tables, views and epoch."""
+        parts = [self.con.execute(f"SELECT * FROM {META}").fetchall(),
+                 self.con.execute(f"SELECT * FROM {ENTRIES} ORDER BY seq").fetchall()]
+        if MANIFESTS in _tables(self.con):
+            parts.append(self.con.execute(f"SELECT * FROM {MANIFESTS} ORDER BY name").fetchall())
+        return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
 
     def add(self, kind: str, name: str, definition: str) -> None:
         """Record a new table (``definition``: its JSON schema) or view (its SQL), with a

@@ -50,6 +50,7 @@ from ivm.views.ddl import Ddl
 from ivm.views.definitions import TableInfo, ViewDef, ViewInfo, table_info, view_info
 from ivm.views.diagnose import ViewFailed
 from ivm.views.ingest import Ingest
+from ivm.views.saved_indexes import SavedIndexes
 from ivm.views.state_file import claim, open_state, release
 from ivm.views.table_codec import table_from_json
 from ivm.views.transaction import Transaction
@@ -96,7 +97,7 @@ def connect(path: str | os.PathLike[str] | None = None, **options: Any) -> Sessi
     return session
 
 
-class Session(Ddl, Ingest, ViewState):
+class Session(Ddl, Ingest, ViewState, SavedIndexes):
     """An ivm database: tables, views, and the epoch they are at."""
 
     def __init__(
@@ -105,6 +106,7 @@ class Session(Ddl, Ingest, ViewState):
         self.path = Path(path) if path is not None else None
         self._state_file = claim(self.path)
         self._closed = False
+        self._ready = False  # opened whole: only then are its indexes saved at close
         try:
             self.con = open_state(self._state_file)
         except BaseException:
@@ -133,7 +135,9 @@ class Session(Ddl, Ingest, ViewState):
                 raise StateError(f"state at {self.path}: {error}") from error
             self._check_mode()
             self._load()
+            self._take_saved_indexes()
             self._opened()
+            self._ready = True
         except duckdb.Error as error:
             self.close()
             raise StateError(f"state at {self.path} is unusable: {error}") from error
@@ -289,10 +293,15 @@ class Session(Ddl, Ingest, ViewState):
         return plain_sql(self._views[view].plan)
 
     def close(self) -> None:
-        """Close the session; persistent state stays on disk. Closing twice is harmless."""
+        """Close the session; persistent state stays on disk, with its in-memory indexes
+        saved for the next open (``views.saved_indexes``). Closing twice is harmless."""
         if not self._closed:
             self._closed = True
-            self.con.close()
+            try:
+                if self._ready:
+                    self._save_indexes()
+            finally:
+                self.con.close()
             release(self._state_file)
 
     def __enter__(self) -> Session:

@@ -58,6 +58,8 @@ this many entries…"""
 LEVEL_FRACTIONS = (1 / 8, 1 / 64)
 """…and more than this fraction of the base's entries: the middle level's, then the
 tail's. Each epoch rewrites the tail (O(tail)); a merge rewrites the level below."""
+WRITABLE = frozenset(f"{i}.counts" for i in range(len(LEVEL_FRACTIONS) + 1))
+"""The arrays of ``RowIndex.to_arrays`` changed in place (the live counts)."""
 
 
 def hash_columns_sql(table: TableSchema, alias: str = "") -> str:
@@ -172,6 +174,29 @@ class RowIndex:
 
     def __len__(self) -> int:
         return int(sum(level.counts.clip(0).sum() for level in self.levels))
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """The index as named arrays (``from_arrays`` takes them back); ``WRITABLE`` names
+        the ones changed in place (the counts)."""
+        arrays = {"keyed": np.array([self.keyed])}
+        for i, level in enumerate(self.levels):
+            arrays.update({f"{i}.keys": level.keys, f"{i}.rows": level.rows,
+                           f"{i}.counts": level.counts})
+        return arrays
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> RowIndex:
+        """The index ``to_arrays`` gave ``arrays`` of (ValueError if they do not fit)."""
+        levels = []
+        for i in range(len(LEVEL_FRACTIONS) + 1):
+            level = Level(*(arrays[f"{i}.{part}"] for part in ("keys", "rows", "counts")))
+            if any(a.dtype != d or a.ndim != 1 or len(a) != len(level.keys)
+                   for a, d in zip((level.keys, level.rows, level.counts), _DTYPES, strict=True)):
+                raise ValueError("row index arrays of the wrong type or length")
+            levels.append(level)
+        index = cls(bool(arrays["keyed"][0]), levels[0])
+        index.levels = levels
+        return index
 
     def accepts(self, change: Change) -> bool:
         """True when the consolidated ``change`` surely keeps both rules: every delete finds

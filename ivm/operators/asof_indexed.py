@@ -30,7 +30,7 @@ caller computes the epoch in SQL alone (``indexed_change`` returns False).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +38,7 @@ import numpy as np
 import pyarrow as pa
 
 from ivm.operators.asof_reads import deduplicated_right_sql
-from ivm.operators.base import Operator, Run
+from ivm.operators.base import Operator, Run, SavedMemory
 from ivm.operators.time_index import (
     TOP,
     TimeIndex,
@@ -70,6 +70,23 @@ class Sides:
     left: TimeIndex
     right: TimeIndex
 
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """Both indexes as named arrays (saved when a persistent session closes)."""
+        return {f"{side}.{name}": array for side, index in (("left", self.left),
+                                                             ("right", self.right))
+                for name, array in index.to_arrays().items()}
+
+    @staticmethod
+    def from_arrays(arrays: Mapping[str, np.ndarray]) -> Sides:
+        """The sides ``to_arrays`` gave ``arrays`` of (ValueError if they do not fit)."""
+        def side(prefix: str) -> TimeIndex:
+            return TimeIndex.from_arrays({n.split(".", 1)[1]: a for n, a in arrays.items()
+                                          if n.startswith(prefix + ".")})
+        try:
+            return Sides(side("left"), side("right"))
+        except KeyError as missing:
+            raise ValueError(f"time index array {missing} missing") from None
+
 
 @dataclass(frozen=True)
 class Points:
@@ -99,7 +116,7 @@ def indexed_change(
 ) -> str | None | bool:
     """SQL of the epoch's change read through the time indexes (module docstring); None
     when nothing changes; False when the indexes cannot be used (memory cleared)."""
-    sides: Sides = memory.get(SIDES) or _load(op, node, run)
+    sides = kept_sides(memory) or _load(op, node, run)
     lkeys, rkeys = [a for a, _ in node.keys], [b for _, b in node.keys]
     ttype = node.right.schema.type_of(node.right_time)
     left_points = _points(op, run, left_change, lkeys, node.left_time, ttype, lkeys)
@@ -152,6 +169,19 @@ def _moved(
     ]))
     match_keys, match_times = split_points(matches)
     return rows, _with_key_values(pa.table({"__rt": match_times}), changes, match_keys)
+
+
+def kept_sides(memory: dict[str, Any]) -> Sides | None:
+    """The sides kept in ``memory`` (None: none). Sides a closed session saved are taken
+    back here, in place (the same points: no epoch's change), or dropped if unusable."""
+    kept = memory.get(SIDES)
+    if isinstance(kept, SavedMemory):
+        try:
+            kept = memory[SIDES] = Sides.from_arrays(kept.arrays)
+        except ValueError:
+            del memory[SIDES]
+            return None
+    return kept
 
 
 def _load(op: Operator, node: AsOfJoin, run: Run) -> Sides:

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ivm.operators.asof_indexed import SIDES, indexable, indexed_change
+from ivm.operators.asof_indexed import indexable, indexed_change, kept_sides
 from ivm.operators.asof_reads import deduplicated_right_sql, neighbours_sql, window_sql
 from ivm.operators.base import Operator, Run
 from ivm.operators.difference import negated_sql
@@ -126,7 +126,7 @@ class IncrementalAsOfJoin(Operator):
             return None
         node = self.asof
         memory = run.memory(self)
-        sides = memory.get(SIDES) if memory else None
+        sides = kept_sides(memory) if memory else None
         # Both traces empty (a view defined before its rows): the whole join, once. An
         # index with points says they are not, without a query.
         if run.backfill or (not (sides and len(sides.left) + len(sides.right))

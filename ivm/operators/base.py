@@ -58,6 +58,14 @@ class TraceSpec:
     key: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class SavedMemory:
+    """An entry of an operator's memory (``Run.memory``) as a closed session saved it:
+    the arrays its ``to_arrays()`` gave, for the operator to take back."""
+
+    arrays: Mapping[str, Any]
+
+
 class Run(Protocol):
     """What an executor offers operators while it computes one epoch.
 
@@ -139,7 +147,11 @@ class Run(Protocol):
         kept there, changed only by an ``after_commit`` action (an epoch rolled back
         leaves it as it was); an operator that computes a change without keeping it up to
         date clears it, and the executor drops it for an operator whose inputs changed
-        but whose change was not computed."""
+        but whose change was not computed.
+
+        A value with a ``to_arrays()`` method (named numpy arrays) is saved when a
+        persistent session closes; the next session's operator finds it as a
+        ``SavedMemory`` of those arrays, to take back in its own terms (or ignore)."""
         ...
 
     def after_commit(self, action: Callable[[], None]) -> None:

@@ -153,6 +153,25 @@ class TimeIndex:
     def __len__(self) -> int:
         return len(self.base) - len(self._dead) + len(self.tail)
 
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """The index as named arrays (``from_arrays`` takes them back; none is changed in
+        place)."""
+        return {name: getattr(self, name) for name in _FIELDS}
+
+    @staticmethod
+    def from_arrays(arrays: dict[str, np.ndarray]) -> TimeIndex:
+        """The index ``to_arrays`` gave ``arrays`` of (ValueError if they do not fit)."""
+        index = TimeIndex(*(arrays[name] for name in _FIELDS))
+        kinds = [(index.base, "S16"), (index.base_counts, np.int64), (index.changed, np.int64),
+                 (index.changed_counts, np.int64), (index.tail, "S16"),
+                 (index.tail_counts, np.int64)]
+        if (any(a.dtype != np.dtype(d) or a.ndim != 1 for a, d in kinds)
+                or len(index.base) != len(index.base_counts)
+                or len(index.changed) != len(index.changed_counts)
+                or len(index.tail) != len(index.tail_counts)):
+            raise ValueError("time index arrays of the wrong type or length")
+        return index
+
     def live(self) -> tuple[np.ndarray, np.ndarray]:
         """Every live point, sorted, and its count (O(n): a merge)."""
         counts = self.base_counts.copy()
@@ -274,6 +293,9 @@ class TimeIndex:
         ends = np.append(dead[1:] != dead[:-1] + 1, True)
         run = np.cumsum(starts) - 1
         return dead, dead[starts][run], dead[ends][run]
+
+
+_FIELDS = ("base", "base_counts", "changed", "changed_counts", "tail", "tail_counts")
 
 
 def nearest_in(

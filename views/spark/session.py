@@ -89,6 +89,8 @@ MODE = "spark"
 class SparkModeSession(SparkReads, Session):
     """An ivm database whose epochs run on Spark (see the module docstring)."""
 
+    saves_indexes = False  # its state directory holds partitions; its epochs keep no memory
+
     def __init__(
         self,
         path: str | os.PathLike[str] | None,

@@ -1,0 +1,133 @@
+"""A session's in-memory indexes saved beside its state file, for the next open alone.
+
+A session keeps some state in memory only: each base table's ``RowIndex`` (its batch
+checks) and operators' memory such as an ASOF join's ``TimeIndex``es. They are built
+from the traces at first use, which is O(table): for a job that opens its state, ingests
+one batch and closes (the way many pipelines run), every epoch would pay it.
+
+So a clean ``close`` saves them, as numpy arrays, in a *snapshot* directory beside the
+state file, stamped with what the state was then (the epoch and the catalog, see
+``Catalog.signature``); the next open takes it back if the stamp still holds:
+
+* **Only the very next open.** Taking a snapshot removes its manifest first, so a
+  session that then changes the state and does not close cleanly (a crash) leaves no
+  snapshot behind to mislead a later one; the indexes are built from the traces again.
+* **Only the same state.** A stamp that differs from the state opened (another program
+  changed it) discards the snapshot.
+* **Never wrong, at worst absent.** Anything unreadable is dropped, never trusted: what
+  is missing is built from the traces, as without a snapshot.
+* **O(1) to open.** Large arrays are memory-mapped read-only (``mode="r"``) or copy-on-
+  write (``mode="c"``: the owner changes them in place after epochs commit); only the
+  pages a search touches are read.
+* **Unchanged arrays are not written again.** An array still mapped from the previous
+  snapshot is hard-linked into the new one, so a close costs what changed since the open
+  (an index's levels above its base), not the whole index.
+
+The snapshot is written into a fresh directory and put in place by a rename; the old one
+is removed first (its mapped files stay readable until unmapped: POSIX semantics).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import weakref
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+MANIFEST = "manifest.json"
+FORMAT = 1
+MAPPED_BYTES = 1 << 20
+"""Arrays of at least this many bytes are memory-mapped when taken back; smaller ones
+are read whole."""
+
+Arrays = dict[str, np.ndarray]
+"""One saved thing: named arrays (an index's levels, say)."""
+
+_mapped: dict[int, tuple[weakref.ref[np.ndarray], Path]] = {}
+"""Read-only arrays mapped from a snapshot file, by id: linked, not written, when saved
+again unchanged."""
+
+
+def snapshot_dir(state_file: Path) -> Path:
+    """Where the snapshot of the state in ``state_file`` lives."""
+    return state_file.with_name(state_file.name + ".memory")
+
+
+def save_snapshot(
+    directory: Path, stamp: str, entries: Mapping[str, Mapping[str, np.ndarray]],
+    writable: Mapping[str, frozenset[str]] | None = None,
+) -> None:
+    """Save ``entries`` (name: arrays) as the snapshot in ``directory``, stamped ``stamp``.
+    ``writable`` names, per entry, the arrays its owner changes in place: they are mapped
+    copy-on-write when taken back. Replaces any earlier snapshot."""
+    for key in [k for k, (ref, _) in _mapped.items() if ref() is None]:
+        del _mapped[key]
+    fresh = directory.with_name(f"{directory.name}.new-{os.getpid()}")
+    shutil.rmtree(fresh, ignore_errors=True)
+    fresh.mkdir(parents=True)
+    manifest: dict[str, object] = {"format": FORMAT, "stamp": stamp, "entries": {}}
+    listed: dict[str, dict[str, list[object]]] = {}
+    count = 0
+    for name, arrays in entries.items():
+        files: dict[str, list[object]] = {}
+        for array_name, array in arrays.items():
+            file = f"{count}.npy"
+            count += 1
+            _write(np.asarray(array), array, fresh / file)
+            mode = "c" if array_name in (writable or {}).get(name, frozenset()) else "r"
+            files[array_name] = [file, mode]
+        listed[name] = files
+    manifest["entries"] = listed
+    (fresh / MANIFEST).write_text(json.dumps(manifest))
+    shutil.rmtree(directory, ignore_errors=True)
+    fresh.rename(directory)
+
+
+def take_snapshot(directory: Path, stamp: str) -> dict[str, Arrays]:
+    """The snapshot in ``directory`` if it is stamped ``stamp`` (else nothing), taken: it
+    serves no later open. Arrays are mapped where large (module docstring)."""
+    manifest_file = directory / MANIFEST
+    try:
+        manifest = json.loads(manifest_file.read_text())
+    except (OSError, ValueError):
+        return {}
+    try:
+        manifest_file.unlink()  # taken: valid for this open only
+    except OSError:
+        return {}
+    if manifest.get("format") != FORMAT or manifest.get("stamp") != stamp:
+        shutil.rmtree(directory, ignore_errors=True)
+        return {}
+    taken: dict[str, Arrays] = {}
+    for name, files in manifest.get("entries", {}).items():
+        try:
+            taken[name] = {a: _read(directory / file, mode) for a, (file, mode) in files.items()}
+        except (OSError, ValueError, TypeError):
+            continue  # unreadable: rebuilt from the traces instead
+    return taken
+
+
+def _read(path: Path, mode: str) -> np.ndarray:
+    if path.stat().st_size < MAPPED_BYTES:
+        return np.load(path, allow_pickle=False)
+    array = np.load(path, mmap_mode=mode, allow_pickle=False)
+    if mode == "r":
+        _mapped[id(array)] = (weakref.ref(array), path)
+    return array
+
+
+def _write(array: np.ndarray, original: np.ndarray, path: Path) -> None:
+    """Write ``array`` to ``path``, or link the file it is still mapped from unchanged."""
+    known = _mapped.get(id(original))
+    if known is not None and known[0]() is original and known[1].exists():
+        try:
+            os.link(known[1], path)
+            _mapped[id(original)] = (known[0], path)
+            return
+        except OSError:
+            pass
+    np.save(path, array, allow_pickle=False)

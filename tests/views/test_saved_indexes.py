@@ -1,0 +1,151 @@
+"""A persistent session saves its in-memory indexes when it closes; the next open takes
+them back instead of building them from the traces, and builds them whenever the snapshot
+cannot be trusted. Every epoch's results are checked against DuckDB recomputing them."""
+
+from __future__ import annotations
+
+import duckdb
+import pyarrow as pa
+import pytest
+from oracle.rows import rows
+
+import ivm
+from ivm.errors import ConstraintError
+from ivm.execution.row_index import RowIndex
+from ivm.operators import asof_indexed
+from ivm.storage.snapshots import snapshot_dir
+from ivm.views.state_file import STATE_FILE
+
+DDL = """
+    CREATE TABLE trades (id BIGINT PRIMARY KEY, sym VARCHAR, ts INTEGER, qty INTEGER);
+    CREATE TABLE quotes (sym VARCHAR, ts INTEGER, price INTEGER);
+    CREATE VIEW priced AS SELECT t.id, t.ts, t.qty, q.price, q.ts AS quote_ts
+        FROM trades t ASOF LEFT JOIN quotes q ON t.sym = q.sym AND t.ts >= q.ts;
+"""
+RECOMPUTE = ("SELECT t.id, t.ts, t.qty, q.price, q.ts AS quote_ts FROM trades t "
+             "ASOF LEFT JOIN quotes q ON t.sym = q.sym AND t.ts >= q.ts")
+
+
+def batch(columns: tuple[str, ...], rows_: tuple[tuple, ...]) -> pa.Table:
+    """Rows of ``columns``, each with weight 1 unless it gives one after them."""
+    names = (*columns, "__w")
+    return pa.Table.from_pylist([dict(zip(names, (*r, 1)[:len(names)], strict=True))
+                                 for r in rows_])
+
+
+def trades(*rows_: tuple) -> pa.Table:
+    return batch(("id", "sym", "ts", "qty"), rows_)
+
+
+def quotes(*rows_: tuple) -> pa.Table:
+    return batch(("sym", "ts", "price"), rows_)
+
+
+def check(db: ivm.Session) -> None:
+    """The view equals DuckDB's ASOF JOIN over the tables now."""
+    plain = duckdb.connect()
+    for table in ("trades", "quotes"):
+        plain.register(f"{table}_now", db.read(table))
+        plain.execute(f"CREATE TABLE {table} AS SELECT * FROM {table}_now")
+    assert rows(db.read("priced")) == rows(plain.sql(RECOMPUTE).to_arrow_table())
+
+
+def first_session(path) -> ivm.Session:
+    db = ivm.connect(path)
+    db.execute(DDL)
+    db.ingest({"trades": trades((1, "a", 10, 5), (2, "a", 20, 6), (3, "b", 15, 7)),
+               "quotes": quotes(("a", 5, 100), ("a", 12, 101), ("b", 1, 200))})
+    db.ingest({"quotes": quotes(("a", 18, 102), ("b", 14, 201))})  # late quotes: indexes built
+    check(db)
+    return db
+
+
+@pytest.fixture
+def builds(monkeypatch):
+    """Counts of indexes built from the traces: row indexes, ASOF time indexes."""
+    counts = {"row": 0, "time": 0}
+    load_rows, load_times = RowIndex.load.__func__, asof_indexed._load
+
+    def row_load(cls, *args):
+        counts["row"] += 1
+        return load_rows(cls, *args)
+
+    def time_load(*args):
+        counts["time"] += 1
+        return load_times(*args)
+
+    monkeypatch.setattr(RowIndex, "load", classmethod(row_load))
+    monkeypatch.setattr(asof_indexed, "_load", time_load)
+    return counts
+
+
+def later_batches(db: ivm.Session) -> None:
+    db.ingest({"quotes": quotes(("a", 11, 103), ("b", 1, 200, -1))})  # late, and a delete
+    check(db)
+    db.ingest({"trades": trades((4, "a", 25, 1), (2, "a", 20, 6, -1)),
+               "quotes": quotes(("a", 21, 104))})
+    check(db)
+    with pytest.raises(ConstraintError):  # the row index still knows trade 1's key
+        db.ingest({"trades": trades((1, "a", 30, 9))})
+    with pytest.raises(ConstraintError):  # … and that quote ("a", 5) is there once
+        db.ingest({"quotes": quotes(("a", 5, 100, -1), ("a", 5, 100, -1))})
+    check(db)
+
+
+def test_a_clean_close_saves_the_indexes_for_the_next_open(tmp_path, builds):
+    first_session(tmp_path).close()
+    built = dict(builds)
+    assert built == {"row": 2, "time": 1}
+    assert snapshot_dir(tmp_path / STATE_FILE).is_dir()
+    with ivm.connect(tmp_path) as db:
+        later_batches(db)
+        assert builds == built  # nothing built again: all taken back
+    with ivm.connect(tmp_path) as db:  # saved again at that close
+        db.ingest({"quotes": quotes(("b", 16, 202))})
+        check(db)
+        assert builds == built
+
+
+def test_an_open_without_a_clean_close_after_it_builds_them_again(tmp_path, builds):
+    first_session(tmp_path).close()
+    db = ivm.connect(tmp_path)
+    db.ingest({"quotes": quotes(("a", 11, 103))})
+    db._ready = False  # as if the process died: no snapshot saved at its end
+    db.close()
+    with ivm.connect(tmp_path) as again:  # the snapshot was taken by the last open
+        later_batches(again)
+        assert builds == {"row": 4, "time": 2}
+
+
+def test_state_changed_elsewhere_is_not_trusted(tmp_path, builds):
+    first_session(tmp_path).close()
+    con = duckdb.connect(str(tmp_path / STATE_FILE))  # another program moves the epoch on
+    con.execute("UPDATE __ivm_meta SET epoch = epoch + 1")
+    con.close()
+    with ivm.connect(tmp_path) as db:
+        later_batches(db)
+        assert builds == {"row": 4, "time": 2}  # built anew from the traces
+
+
+def test_a_table_dropped_and_made_again_drops_its_saved_index(tmp_path, builds):
+    first_session(tmp_path).close()
+    db = ivm.connect(tmp_path)
+    db.execute("DROP VIEW priced; DROP TABLE quotes; "
+               "CREATE TABLE quotes (sym VARCHAR, ts INTEGER, price INTEGER)")
+    db._ready = False  # and it dies before closing
+    db.close()
+    with ivm.connect(tmp_path) as again:
+        again.ingest({"quotes": quotes(("a", 5, 100))})
+        with pytest.raises(ConstraintError):  # the old quotes are gone: nothing to delete
+            again.ingest({"quotes": quotes(("a", 12, 101, -1))})
+        assert rows(again.read("quotes")) == rows(pa.table({"sym": ["a"], "ts": [5],
+                                                            "price": [100]}))
+
+
+def test_a_damaged_snapshot_is_rebuilt(tmp_path, builds):
+    first_session(tmp_path).close()
+    for file in snapshot_dir(tmp_path / STATE_FILE).glob("*.npy"):
+        file.write_bytes(b"damaged")
+    with ivm.connect(tmp_path) as db:
+        later_batches(db)
+        assert builds == {"row": 4, "time": 2}

@@ -1,0 +1,97 @@
+"""A persistent session's in-memory indexes, saved when it closes and taken back when the
+state is next opened (``ivm.storage.snapshots``).
+
+What is saved: each base table's ``RowIndex`` and every operator memory entry that can
+say itself as arrays (``to_arrays``, see ``Run.memory``), such as an ASOF join's time
+indexes. Taken back, a row index is ready at once; an operator's entry waits as a
+``SavedMemory`` for its operator to take it back in its own terms. Without a snapshot
+(the first open, a crash, state changed by another program) everything is built from the
+traces at first use, as before: the snapshot only saves time, it never decides a result.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import duckdb
+import numpy as np
+
+from ivm.errors import IvmWarning
+from ivm.execution.row_index import WRITABLE, RowIndex
+from ivm.operators.base import SavedMemory
+from ivm.storage.snapshots import save_snapshot, snapshot_dir, take_snapshot
+
+if TYPE_CHECKING:
+    from ivm.views.session import Session
+
+    _Base = Session
+else:
+    _Base = object
+
+TABLE, OPERATOR = "table", "operator"
+"""The kinds of saved entry: a base table's row index, an operator's memory entry."""
+
+
+class SavedIndexes(_Base):
+    """Saving and taking back the session's indexes (see the module docstring)."""
+
+    saves_indexes: ClassVar[bool] = True
+    """Whether this kind of session keeps snapshots (Spark mode's state is elsewhere)."""
+
+    def _take_saved_indexes(self) -> None:
+        """Take back the snapshot the last session saved, if it still describes the state
+        (after the catalog is loaded, before anything changes it)."""
+        if not self.saves_indexes or self._state_file is None:
+            return
+        taken = take_snapshot(snapshot_dir(self._state_file), self.catalog.signature())
+        for name, arrays in taken.items():
+            kind, owner, entry = _parsed(name)
+            if kind == TABLE and owner in self._tables:
+                try:
+                    self.row_indexes[owner] = RowIndex.from_arrays(arrays)
+                except (KeyError, ValueError):
+                    continue  # built from the trace at first use instead
+            elif kind == OPERATOR and owner[0] in self._views:
+                self.operator_memory.setdefault(owner, {})[entry] = SavedMemory(arrays)
+
+    def _save_indexes(self) -> None:
+        """Save the indexes for the next open (before the connection closes)."""
+        if not self.saves_indexes or self._state_file is None:
+            return
+        entries: dict[str, dict[str, np.ndarray]] = {}
+        writable: dict[str, frozenset[str]] = {}
+        for table, index in self.row_indexes.items():
+            name = json.dumps([TABLE, table, ""])
+            entries[name], writable[name] = index.to_arrays(), WRITABLE
+        for (view, fingerprint), memory in self.operator_memory.items():
+            for entry, value in memory.items():
+                arrays = _arrays_of(value)
+                if arrays is not None:
+                    entries[json.dumps([OPERATOR, [view, fingerprint], entry])] = arrays
+        try:
+            save_snapshot(snapshot_dir(self._state_file), self.catalog.signature(), entries,
+                          writable)
+        except (OSError, duckdb.Error) as error:  # the next open builds the indexes from the traces
+            warnings.warn(f"ivm: could not save in-memory indexes: {error}", IvmWarning,
+                          stacklevel=3)
+
+
+def _arrays_of(value: Any) -> dict[str, np.ndarray] | None:
+    if isinstance(value, SavedMemory):  # never taken back this session: still as saved
+        return dict(value.arrays)
+    to_arrays = getattr(value, "to_arrays", None)
+    return to_arrays() if callable(to_arrays) else None
+
+
+def _parsed(name: str) -> tuple[str, Any, str]:
+    """(kind, owner, entry) of a saved entry's name: owner a table name or (view,
+    fingerprint); ("", None, "") if unreadable."""
+    try:
+        kind, owner, entry = json.loads(name)
+    except (ValueError, TypeError):
+        return "", None, ""
+    if kind == OPERATOR and isinstance(owner, list) and len(owner) == 2:
+        return kind, (str(owner[0]), str(owner[1])), str(entry)
+    return str(kind), str(owner), str(entry)
