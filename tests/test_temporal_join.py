@@ -79,6 +79,7 @@ def _epoch(rng: random.Random, replay: Replay, next_id: list[int]) -> dict[str, 
     stamped after the ingest)."""
     changes: dict[str, list[dict[str, Any]]] = {"orders": [], "prices": [], "visits": []}
     touched: set[int] = set()
+    left: dict[Any, list[int]] = {}  # item -> arrivals of earlier epochs that left in this one
     for _ in range(rng.randint(1, 6)):
         kind = rng.choice(["new order", "new order", "drop order", "update order", "price",
                            "drop price", "visit", "visit", "leave"])
@@ -112,10 +113,15 @@ def _epoch(rng: random.Random, replay: Replay, next_id: list[int]) -> dict[str, 
         elif kind == "visit":
             item = rng.choice(ITEMS)
             changes["visits"].append({"item": item, "__w": 1})
-            replay.visits.setdefault(item, []).append(-1)
+            # A batch is a Z-set: a copy that left in this epoch and an identical one that
+            # comes back cancel out, so the one that left stays, with its own arrival.
+            back = left.get(item)
+            replay.visits.setdefault(item, []).append(back.pop() if back else -1)
         elif kind == "leave" and any(replay.visits.values()):
             item = rng.choice([i for i, a in replay.visits.items() if a])
-            replay.visits[item].pop()  # the most recent arrival leaves first
+            arrival = replay.visits[item].pop()  # the most recent arrival leaves first
+            if arrival >= 0:
+                left.setdefault(item, []).append(arrival)
             changes["visits"].append({"item": item, "__w": -1})
     schemas = {"orders": ("id", "item", "qty"), "prices": ("item", "price"), "visits": ("item",)}
     batches = {}
@@ -202,6 +208,17 @@ def test_lock_in_by_hand() -> None:
         db.ingest("visits", [{"item": 1}])
         db.ingest("visits", pa.table({"item": [1], "__w": [-1]}))
         assert db.read("visit_prices").to_pylist() == [{"item": 1, "price": None}]
+        # a batch is a Z-set: an identical row deleted and inserted in one epoch is no
+        # change (not an arrival), in a table without a key and an "update" of a key alike
+        db.ingest("prices", [{"item": 1, "price": 30}], mode="upsert")
+        db.ingest({"visits": pa.table({"item": [1, 1], "__w": [-1, 1]}),
+                   "orders": pa.table({"id": [2, 2], "item": [1, 1], "qty": [1, 1],
+                                       "__w": [-1, 1]})})
+        assert db.read("visit_prices").to_pylist() == [{"item": 1, "price": None}]
+        assert db.read("charged").to_pylist() == [{"id": 2, "qty": 1, "price": 15}]
+        db.ingest("orders", pa.table({"id": [2, 2], "item": [1, 1], "qty": [1, 3],
+                                      "__w": [-1, 1]}))  # a real update: a new arrival
+        assert db.read("charged").to_pylist() == [{"id": 2, "qty": 3, "price": 30}]
         assert "Differentiate" in db.explain("charged")
         assert "Integrate" in db.explain("charged")
 

@@ -6,8 +6,10 @@ when the view is created arrive then), and keeps that output forever: later chan
 to ``r`` never change it (the *lock-in*). ``outer`` (LEFT JOIN): a row without a match
 at arrival keeps its NULLs. A departing left row takes back exactly what it produced,
 whatever ``r`` is now. An update (delete and insert of a key in one epoch) is a new
-arrival. Of several identical copies of a left row (a table without a key), a delete
-takes back the most recent arrivals first (last in, first out).
+arrival; an identical row deleted and inserted in one epoch is no change (a batch is a
+consolidated Z-set), so it keeps its arrival. Of several identical copies of a left row
+(a table without a key), a delete takes back the most recent arrivals first (last in,
+first out).
 
 As in the differential-dataflow seed, the circuit is ``Integrate ∘ LockedJoin ∘
 Differentiate``: ``Differentiate`` makes the left input's changes the collection
