@@ -106,7 +106,7 @@ def take_snapshot(directory: Path, stamp: str) -> dict[str, Arrays]:
     for name, files in manifest.get("entries", {}).items():
         try:
             taken[name] = {a: _read(directory / file, mode) for a, (file, mode) in files.items()}
-        except (OSError, ValueError, TypeError):
+        except (OSError, ValueError, TypeError, EOFError):
             continue  # unreadable: rebuilt from the traces instead
     return taken
 
