@@ -12,10 +12,14 @@ state file, stamped with what the state was then (the epoch and the catalog, see
 * **Only the very next open.** Taking a snapshot removes its manifest first, so a
   session that then changes the state and does not close cleanly (a crash) leaves no
   snapshot behind to mislead a later one; the indexes are built from the traces again.
-* **Only the same state.** A stamp that differs from the state opened (another program
-  changed it) discards the snapshot.
-* **Never wrong, at worst absent.** Anything unreadable is dropped, never trusted: what
-  is missing is built from the traces, as without a snapshot.
+* **Only the same state.** A stamp that differs from the state opened discards the
+  snapshot: the stamp names the catalog (epoch, tables, views, manifests) and what
+  computed the arrays (DuckDB's version, for its ``hash``; ivm's version and formats).
+  Like the rest of ivm, it assumes the state changes only through ivm: rows written
+  into a trace by another program, without an epoch, would go unseen.
+* **At worst absent.** Anything unreadable is dropped, never trusted (an index checks
+  its own arrays' format, types and lengths): what is missing is built from the traces,
+  as without a snapshot.
 * **O(1) to open.** Large arrays are memory-mapped read-only (``mode="r"``) or copy-on-
   write (``mode="c"``: the owner changes them in place after epochs commit); only the
   pages a search touches are read.
@@ -68,23 +72,26 @@ def save_snapshot(
         del _mapped[key]
     fresh = directory.with_name(f"{directory.name}.new-{os.getpid()}")
     shutil.rmtree(fresh, ignore_errors=True)
-    fresh.mkdir(parents=True)
-    manifest: dict[str, object] = {"format": FORMAT, "stamp": stamp, "entries": {}}
-    listed: dict[str, dict[str, list[object]]] = {}
-    count = 0
-    for name, arrays in entries.items():
-        files: dict[str, list[object]] = {}
-        for array_name, array in arrays.items():
-            file = f"{count}.npy"
-            count += 1
-            _write(np.asarray(array), array, fresh / file)
-            mode = "c" if array_name in (writable or {}).get(name, frozenset()) else "r"
-            files[array_name] = [file, mode]
-        listed[name] = files
-    manifest["entries"] = listed
-    (fresh / MANIFEST).write_text(json.dumps(manifest))
-    shutil.rmtree(directory, ignore_errors=True)
-    fresh.rename(directory)
+    try:
+        fresh.mkdir(parents=True)
+        listed: dict[str, dict[str, list[object]]] = {}
+        count = 0
+        for name, arrays in entries.items():
+            files: dict[str, list[object]] = {}
+            for array_name, array in arrays.items():
+                file = f"{count}.npy"
+                count += 1
+                _write(array, fresh / file)
+                mode = "c" if array_name in (writable or {}).get(name, frozenset()) else "r"
+                files[array_name] = [file, mode]
+            listed[name] = files
+        manifest = {"format": FORMAT, "stamp": stamp, "entries": listed}
+        (fresh / MANIFEST).write_text(json.dumps(manifest))
+        shutil.rmtree(directory, ignore_errors=True)
+        fresh.rename(directory)
+    except BaseException:
+        shutil.rmtree(fresh, ignore_errors=True)
+        raise
 
 
 def take_snapshot(directory: Path, stamp: str) -> dict[str, Arrays]:
@@ -99,19 +106,23 @@ def take_snapshot(directory: Path, stamp: str) -> dict[str, Arrays]:
         manifest_file.unlink()  # taken: valid for this open only
     except OSError:
         return {}
-    if manifest.get("format") != FORMAT or manifest.get("stamp") != stamp:
+    entries = manifest.get("entries") if isinstance(manifest, dict) else None
+    if (not isinstance(entries, dict) or manifest.get("format") != FORMAT
+            or manifest.get("stamp") != stamp):
         shutil.rmtree(directory, ignore_errors=True)
         return {}
     taken: dict[str, Arrays] = {}
-    for name, files in manifest.get("entries", {}).items():
+    for name, files in entries.items():
         try:
             taken[name] = {a: _read(directory / file, mode) for a, (file, mode) in files.items()}
-        except (OSError, ValueError, TypeError, EOFError):
+        except (OSError, ValueError, TypeError, AttributeError, EOFError):
             continue  # unreadable: rebuilt from the traces instead
     return taken
 
 
 def _read(path: Path, mode: str) -> np.ndarray:
+    if mode not in ("r", "c"):
+        raise ValueError(f"unknown mapping mode {mode!r}")
     if path.stat().st_size < MAPPED_BYTES:
         return np.load(path, allow_pickle=False)
     array = np.load(path, mmap_mode=mode, allow_pickle=False)
@@ -120,14 +131,14 @@ def _read(path: Path, mode: str) -> np.ndarray:
     return array
 
 
-def _write(array: np.ndarray, original: np.ndarray, path: Path) -> None:
-    """Write ``array`` to ``path``, or link the file it is still mapped from unchanged."""
-    known = _mapped.get(id(original))
-    if known is not None and known[0]() is original and known[1].exists():
+def _write(array: np.ndarray, path: Path) -> None:
+    """Write ``array`` to ``path``, or link the file it is still mapped from unchanged (an
+    array is saved once: the session that mapped it closes with this save)."""
+    known = _mapped.pop(id(array), None)
+    if known is not None and known[0]() is array and known[1].exists():
         try:
             os.link(known[1], path)
-            _mapped[id(original)] = (known[0], path)
             return
         except OSError:
             pass
-    np.save(path, array, allow_pickle=False)
+    np.save(path, np.asarray(array), allow_pickle=False)

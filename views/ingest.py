@@ -81,6 +81,7 @@ class Ingest(_Base):
             with self._transaction(ExecutionError):
                 changed = self._apply(batches, upsert)
                 run_sql(self.con, self.catalog.advance_sql())
+                self.on_commit.insert(0, self._advance_epoch)  # first: whatever else fails
                 applied = time.perf_counter()
             self.profile.phases["commit"] = time.perf_counter() - applied
         except ViewFailed as failure:
@@ -88,6 +89,9 @@ class Ingest(_Base):
         finally:
             self._unregister_batches()
         return changed
+
+    def _advance_epoch(self) -> None:
+        self.catalog.epoch += 1
 
     def _apply(self, batches: dict[str, pa.Table], upsert: bool) -> dict[str, str]:
         """Validate and apply every change inside the open transaction; returns the

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from importlib import metadata
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import duckdb
@@ -20,7 +21,7 @@ import numpy as np
 
 from ivm.errors import IvmWarning
 from ivm.execution.row_index import WRITABLE, RowIndex
-from ivm.operators.base import SavedMemory
+from ivm.operators.base import STATE_FORMAT, Savable, SavedMemory
 from ivm.storage.snapshots import save_snapshot, snapshot_dir, take_snapshot
 
 if TYPE_CHECKING:
@@ -45,13 +46,13 @@ class SavedIndexes(_Base):
         (after the catalog is loaded, before anything changes it)."""
         if not self.saves_indexes or self._state_file is None:
             return
-        taken = take_snapshot(snapshot_dir(self._state_file), self.catalog.signature())
+        taken = take_snapshot(snapshot_dir(self._state_file), self._stamp())
         for name, arrays in taken.items():
             kind, owner, entry = _parsed(name)
             if kind == TABLE and owner in self._tables:
                 try:
                     self.row_indexes[owner] = RowIndex.from_arrays(arrays)
-                except (KeyError, ValueError):
+                except (KeyError, ValueError, IndexError):
                     continue  # built from the trace at first use instead
             elif kind == OPERATOR and owner[0] in self._views:
                 self.operator_memory.setdefault(owner, {})[entry] = SavedMemory(arrays)
@@ -60,6 +61,7 @@ class SavedIndexes(_Base):
         """Save the indexes for the next open (before the connection closes)."""
         if not self.saves_indexes or self._state_file is None:
             return
+        directory = snapshot_dir(self._state_file)
         entries: dict[str, dict[str, np.ndarray]] = {}
         writable: dict[str, frozenset[str]] = {}
         for table, index in self.row_indexes.items():
@@ -71,18 +73,30 @@ class SavedIndexes(_Base):
                 if arrays is not None:
                     entries[json.dumps([OPERATOR, [view, fingerprint], entry])] = arrays
         try:
-            save_snapshot(snapshot_dir(self._state_file), self.catalog.signature(), entries,
-                          writable)
+            save_snapshot(directory, self._stamp(), entries, writable)
         except (OSError, duckdb.Error) as error:  # the next open builds the indexes from the traces
             warnings.warn(f"ivm: could not save in-memory indexes: {error}", IvmWarning,
                           stacklevel=3)
 
 
+    def _stamp(self) -> str:
+        """What a snapshot must have been saved under to be taken back: the catalog's
+        signature and the versions of what computed the arrays."""
+        return json.dumps([self.catalog.signature(), duckdb.__version__, _ivm_version(),
+                           STATE_FORMAT])
+
+
+def _ivm_version() -> str:
+    try:
+        return metadata.version("ivm")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def _arrays_of(value: Any) -> dict[str, np.ndarray] | None:
     if isinstance(value, SavedMemory):  # never taken back this session: still as saved
         return dict(value.arrays)
-    to_arrays = getattr(value, "to_arrays", None)
-    return to_arrays() if callable(to_arrays) else None
+    return value.to_arrays() if isinstance(value, Savable) else None
 
 
 def _parsed(name: str) -> tuple[str, Any, str]:

@@ -60,7 +60,8 @@ PLAN_CHANGE_POLICIES = ("rebuild", "refuse")
 
 
 def connect(path: str | os.PathLike[str] | None = None, **options: Any) -> Session:
-    """Open a session (API.md): in memory, or persistent state in directory ``path``.
+    """Open a session (API.md): in memory, or persistent state in directory ``path``
+    (``path/ivm.duckdb``, and the indexes a clean close saved beside it for the next open).
 
     With ``spark=`` (a SparkSession) the state is kept as DuckDB files per
     partition under ``path`` and every epoch runs on Spark (``ivm.views.spark``);
@@ -241,7 +242,6 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
         with profile.phase("batches"):
             changes = self._prepared(table, batch, mode)
         deltas = self._commit_epoch(changes, upsert=mode == "upsert")
-        self.catalog.epoch += 1
         with profile.phase("results"):
             result = {name: self._fetch_change(name, deltas) for name in self._views}
         with profile.phase("compaction"):
@@ -301,8 +301,17 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
                 if self._ready:
                     self._save_indexes()
             finally:
-                self.con.close()
-            release(self._state_file)
+                try:
+                    self.con.close()
+                finally:
+                    release(self._state_file)
+
+    def commit_actions_failed(self) -> None:
+        """An action run after a commit failed (the commit stands, the error is raised):
+        the in-memory indexes it was bringing up to date may be half done, so all of them
+        are dropped, to be built from the traces again at first use."""
+        self.row_indexes.clear()
+        self.operator_memory.clear()
 
     def __enter__(self) -> Session:
         return self

@@ -1,7 +1,9 @@
 """Where a session's state lives: claiming and opening its DuckDB file.
 
 ``ivm.connect(path)`` keeps everything in ``path/ivm.duckdb`` (or in ``path``
-itself when it names a ``.duckdb`` file). One process may hold a DuckDB file
+itself when it names a ``.duckdb`` file), and beside it, after a clean close, the
+in-memory indexes saved for the next open (``<state file>.memory/``, see
+``ivm.storage.snapshots``). One process may hold a DuckDB file
 read-write, and DuckDB would silently share one file between two connections
 of the same process, so a second session of the same state is refused.
 """

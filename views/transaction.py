@@ -31,6 +31,10 @@ class Transactional(Protocol):
         """Put back what ``snapshot`` returned."""
         ...
 
+    def commit_actions_failed(self) -> None:
+        """Told when an action run after the commit failed (the commit stands)."""
+        ...
+
 
 def run_all(actions: Iterable[Callable[[], None]]) -> None:
     """Run every action, even if an earlier one fails; then raise the first failure."""
@@ -70,7 +74,11 @@ class Transaction:
                 raise StateError(f"committing failed, nothing was applied: {commit_error}") from (
                     commit_error
                 )
-            run_all(s.on_commit)
+            try:
+                run_all(s.on_commit)
+            except BaseException:
+                s.commit_actions_failed()
+                raise
             return
         try:
             s.con.execute("ROLLBACK").fetchall()

@@ -182,6 +182,7 @@ class ViewState(_Base):
             # run it before the state appends (a join of two changed inputs read an
             # aggregate's new row twice when the appends ran first).
             self.compactor.created(trace)
+            self.on_rollback.append(lambda: self.compactor.forget(trace))
             if delta is not None:
                 consolidated = consolidate_sql(delta, view.schema.names)
                 rows = run_sql(self.con, f"INSERT INTO {trace} {consolidated}")

@@ -58,6 +58,9 @@ this many entries…"""
 LEVEL_FRACTIONS = (1 / 8, 1 / 64)
 """…and more than this fraction of the base's entries: the middle level's, then the
 tail's. Each epoch rewrites the tail (O(tail)); a merge rewrites the level below."""
+ARRAYS_FORMAT = 1
+"""The layout of ``RowIndex.to_arrays`` (with the hashes' SQL above): bump it when either
+changes, so that saved indexes of the old layout are built again instead."""
 WRITABLE = frozenset(f"{i}.counts" for i in range(len(LEVEL_FRACTIONS) + 1))
 """The arrays of ``RowIndex.to_arrays`` changed in place (the live counts)."""
 
@@ -178,7 +181,7 @@ class RowIndex:
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The index as named arrays (``from_arrays`` takes them back); ``WRITABLE`` names
         the ones changed in place (the counts)."""
-        arrays = {"keyed": np.array([self.keyed])}
+        arrays = {"format": np.array([ARRAYS_FORMAT]), "keyed": np.array([self.keyed])}
         for i, level in enumerate(self.levels):
             arrays.update({f"{i}.keys": level.keys, f"{i}.rows": level.rows,
                            f"{i}.counts": level.counts})
@@ -187,6 +190,11 @@ class RowIndex:
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray]) -> RowIndex:
         """The index ``to_arrays`` gave ``arrays`` of (ValueError if they do not fit)."""
+        levels_saved = 1 + max((int(n.split(".")[0]) for n in arrays if n[0].isdigit()),
+                               default=-1)
+        if (list(arrays.get("format", [])) != [ARRAYS_FORMAT]
+                or levels_saved != len(LEVEL_FRACTIONS) + 1 or arrays["keyed"].shape != (1,)):
+            raise ValueError("row index arrays of another format")
         levels = []
         for i in range(len(LEVEL_FRACTIONS) + 1):
             level = Level(*(arrays[f"{i}.{part}"] for part in ("keys", "rows", "counts")))

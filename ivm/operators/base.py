@@ -31,7 +31,7 @@ import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import pyarrow as pa
 
@@ -56,6 +56,15 @@ class TraceSpec:
     role: str
     schema: Schema
     key: tuple[str, ...]
+
+
+@runtime_checkable
+class Savable(Protocol):
+    """A value of an operator's memory that a closing session saves (``Run.memory``)."""
+
+    def to_arrays(self) -> dict[str, Any]:
+        """The value as named numpy arrays, for the operator to take back later."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -149,7 +158,7 @@ class Run(Protocol):
         date clears it, and the executor drops it for an operator whose inputs changed
         but whose change was not computed.
 
-        A value with a ``to_arrays()`` method (named numpy arrays) is saved when a
+        A ``Savable`` value (``to_arrays()``: named numpy arrays) is saved when a
         persistent session closes; the next session's operator finds it as a
         ``SavedMemory`` of those arrays, to take back in its own terms (or ignore)."""
         ...

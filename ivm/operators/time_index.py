@@ -35,6 +35,9 @@ MERGE_MIN = 65_536
 MERGE_FRACTION = 1 / 16
 """A ``TimeIndex``'s changed base positions and tail are merged into its base once they
 hold more than this many points and this fraction of the base's."""
+ARRAYS_FORMAT = 1
+"""The layout of ``TimeIndex.to_arrays`` and the points' encoding (``points_of``,
+``time_code_sql``): bump it when either changes, so that saved indexes are built again."""
 TOP = 2**63 - 1
 """The number of +infinity (and, negated, of -infinity): past every finite time."""
 
@@ -156,11 +159,14 @@ class TimeIndex:
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The index as named arrays (``from_arrays`` takes them back; none is changed in
         place)."""
-        return {name: getattr(self, name) for name in _FIELDS}
+        return {"format": np.array([ARRAYS_FORMAT]),
+                **{name: getattr(self, name) for name in _FIELDS}}
 
     @staticmethod
     def from_arrays(arrays: dict[str, np.ndarray]) -> TimeIndex:
         """The index ``to_arrays`` gave ``arrays`` of (ValueError if they do not fit)."""
+        if list(arrays.get("format", [])) != [ARRAYS_FORMAT]:
+            raise ValueError("time index arrays of another format")
         index = TimeIndex(*(arrays[name] for name in _FIELDS))
         kinds = [(index.base, "S16"), (index.base_counts, np.int64), (index.changed, np.int64),
                  (index.changed_counts, np.int64), (index.tail, "S16"),

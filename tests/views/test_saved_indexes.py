@@ -5,6 +5,7 @@ cannot be trusted. Every epoch's results are checked against DuckDB recomputing 
 from __future__ import annotations
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pytest
 from oracle.rows import rows
@@ -13,7 +14,9 @@ import ivm
 from ivm.errors import ConstraintError
 from ivm.execution.row_index import RowIndex
 from ivm.operators import asof_indexed
+from ivm.storage import snapshots
 from ivm.storage.snapshots import snapshot_dir
+from ivm.views import saved_indexes
 from ivm.views.state_file import STATE_FILE
 
 DDL = """
@@ -92,7 +95,16 @@ def later_batches(db: ivm.Session) -> None:
     check(db)
 
 
-def test_a_clean_close_saves_the_indexes_for_the_next_open(tmp_path, builds):
+@pytest.fixture(params=["read whole", "memory-mapped"])
+def mapped(request, monkeypatch):
+    """Saved arrays read whole (small) or memory-mapped (read-only, and copy-on-write for
+    the row index's counts), as large ones are."""
+    if request.param == "memory-mapped":
+        monkeypatch.setattr(snapshots, "MAPPED_BYTES", 0)
+    return request.param
+
+
+def test_a_clean_close_saves_the_indexes_for_the_next_open(tmp_path, builds, mapped):
     first_session(tmp_path).close()
     built = dict(builds)
     assert built == {"row": 2, "time": 1}
@@ -100,6 +112,8 @@ def test_a_clean_close_saves_the_indexes_for_the_next_open(tmp_path, builds):
     with ivm.connect(tmp_path) as db:
         later_batches(db)
         assert builds == built  # nothing built again: all taken back
+        if mapped == "memory-mapped":
+            assert isinstance(db.row_indexes["quotes"].levels[0].keys, np.memmap)
     with ivm.connect(tmp_path) as db:  # saved again at that close
         db.ingest({"quotes": quotes(("b", 16, 202))})
         check(db)
@@ -129,17 +143,57 @@ def test_state_changed_elsewhere_is_not_trusted(tmp_path, builds):
 
 def test_a_table_dropped_and_made_again_drops_its_saved_index(tmp_path, builds):
     first_session(tmp_path).close()
-    db = ivm.connect(tmp_path)
-    db.execute("DROP VIEW priced; DROP TABLE quotes; "
-               "CREATE TABLE quotes (sym VARCHAR, ts INTEGER, price INTEGER)")
-    db._ready = False  # and it dies before closing
-    db.close()
-    with ivm.connect(tmp_path) as again:
+    with ivm.connect(tmp_path) as db:
+        db.execute("DROP VIEW priced; DROP TABLE quotes; "
+                   "CREATE TABLE quotes (sym VARCHAR, ts INTEGER, price INTEGER)")
+    with ivm.connect(tmp_path) as again:  # trades' index saved, not the old quotes'
         again.ingest({"quotes": quotes(("a", 5, 100))})
         with pytest.raises(ConstraintError):  # the old quotes are gone: nothing to delete
             again.ingest({"quotes": quotes(("a", 12, 101, -1))})
+        with pytest.raises(ConstraintError):  # trade 1 is still there
+            again.ingest({"trades": trades((1, "a", 30, 9))})
         assert rows(again.read("quotes")) == rows(pa.table({"sym": ["a"], "ts": [5],
                                                             "price": [100]}))
+    assert builds == {"row": 3, "time": 1}
+
+
+def test_other_versions_build_them_again(tmp_path, builds, monkeypatch):
+    first_session(tmp_path).close()
+    monkeypatch.setattr(saved_indexes, "_ivm_version", lambda: "another")
+    with ivm.connect(tmp_path) as db:
+        later_batches(db)
+        assert builds == {"row": 4, "time": 2}
+
+
+def test_indexes_left_half_updated_are_dropped_and_built_again(tmp_path, builds, monkeypatch):
+    first_session(tmp_path).close()
+    with ivm.connect(tmp_path) as db:
+        def failing(*args):
+            raise MemoryError("no room to merge")
+        with monkeypatch.context() as patch:
+            patch.setattr(RowIndex, "apply", failing)
+            with pytest.raises(MemoryError):  # after the commit: the epoch stands
+                db.ingest({"quotes": quotes(("a", 11, 103))})
+        assert db.epoch == 3
+        assert not db.row_indexes and not db.operator_memory
+        check(db)
+        later_batches(db)  # every index built from the traces again
+        assert builds == {"row": 4, "time": 2}
+    with ivm.connect(tmp_path) as db:  # and those were saved
+        db.ingest({"quotes": quotes(("b", 16, 202))})
+        check(db)
+        assert builds == {"row": 4, "time": 2}
+
+
+def test_a_failing_save_still_closes_and_releases_the_state(tmp_path, monkeypatch):
+    db = first_session(tmp_path)
+    monkeypatch.setattr(saved_indexes, "save_snapshot",
+                        lambda *args: (_ for _ in ()).throw(KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        db.close()
+    monkeypatch.undo()
+    with ivm.connect(tmp_path) as again:  # not "already open in this process"
+        later_batches(again)
 
 
 def test_a_damaged_snapshot_is_rebuilt(tmp_path, builds):

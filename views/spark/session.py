@@ -161,6 +161,7 @@ class SparkModeSession(SparkReads, Session):
                 changes = self._run_epoch(frames, ticket)
             with self.profile.phase("commit"), self._transaction(ExecutionError):
                 run_sql(self.con, self.catalog.advance_sql())
+                self.on_commit.insert(0, self._advance_epoch)
         except BaseException as error:
             # Tasks of this attempt may still run: move the fence first, then roll back.
             write_fence(self.root, f"closed-{ticket.token}")
