@@ -20,8 +20,9 @@ import duckdb
 import numpy as np
 
 from ivm.errors import IvmWarning
-from ivm.execution.row_index import WRITABLE, RowIndex
+from ivm.execution.row_index import WRITABLE, RowIndex, hash_columns_sql
 from ivm.operators.base import STATE_FORMAT, Savable, SavedMemory
+from ivm.operators.time_index import TIME_CODE_TYPES, time_code_sql
 from ivm.storage.snapshots import save_snapshot, snapshot_dir, take_snapshot
 
 if TYPE_CHECKING:
@@ -81,9 +82,12 @@ class SavedIndexes(_Base):
 
     def _stamp(self) -> str:
         """What a snapshot must have been saved under to be taken back: the catalog's
-        signature and the versions of what computed the arrays."""
+        signature, and what computed the arrays: the versions, and the SQL of the row
+        hashes and time codes (so that changing them changes the stamp)."""
+        hashes = [hash_columns_sql(t) for _, t in sorted(self._tables.items())]
+        codes = [time_code_sql("t", type_) for type_ in TIME_CODE_TYPES]
         return json.dumps([self.catalog.signature(), duckdb.__version__, _ivm_version(),
-                           STATE_FORMAT])
+                           STATE_FORMAT, hashes, codes])
 
 
 def _ivm_version() -> str:

@@ -52,9 +52,13 @@ _TIMESTAMPS = {  # type: (number of a value, value of a number)
 }
 
 
+TIME_CODE_TYPES = tuple(sorted(_INTEGERS | set(_TIMESTAMPS)))
+"""Every column type with a time code."""
+
+
 def has_time_code(type_: str) -> bool:
     """Whether a column of DuckDB type ``type_`` can be a ``TimeIndex``'s time."""
-    return type_ in _INTEGERS or type_ in _TIMESTAMPS
+    return type_ in TIME_CODE_TYPES
 
 
 def time_code_sql(column: str, type_: str) -> str:

@@ -165,6 +165,16 @@ def test_other_versions_build_them_again(tmp_path, builds, monkeypatch):
         assert builds == {"row": 4, "time": 2}
 
 
+def test_other_row_hashes_build_them_again(tmp_path, builds, monkeypatch):
+    first_session(tmp_path).close()
+    original = saved_indexes.hash_columns_sql
+    monkeypatch.setattr(saved_indexes, "hash_columns_sql",  # as a release that hashes anew
+                        lambda table: original(table).replace("hash(", "hash(42, "))
+    with ivm.connect(tmp_path) as db:
+        db.ingest({"quotes": quotes(("b", 16, 202))})
+        assert builds == {"row": 3, "time": 2}
+
+
 def test_indexes_left_half_updated_are_dropped_and_built_again(tmp_path, builds, monkeypatch):
     first_session(tmp_path).close()
     with ivm.connect(tmp_path) as db:
