@@ -1,5 +1,7 @@
 """A session's in-memory indexes saved beside its state file, for the next open alone.
 
+(And small notes beside them: what DuckDB answered when the views were planned.)
+
 A session keeps some state in memory only: each base table's ``RowIndex`` (its batch
 checks) and operators' memory such as an ASOF join's ``TimeIndex``es. They are built
 from the traces at first use, which is O(table): for a job that opens its state, ingests
@@ -38,18 +40,28 @@ import os
 import shutil
 import weakref
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 MANIFEST = "manifest.json"
-FORMAT = 1
+FORMAT = 2
 MAPPED_BYTES = 1 << 20
 """Arrays of at least this many bytes are memory-mapped when taken back; smaller ones
 are read whole."""
 
 Arrays = dict[str, np.ndarray]
 """One saved thing: named arrays (an index's levels, say)."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What a snapshot holds: entries of named arrays, and notes (small JSON values)."""
+
+    entries: dict[str, Arrays] = field(default_factory=dict)
+    notes: dict[str, Any] = field(default_factory=dict)
 
 _mapped: dict[int, tuple[weakref.ref[np.ndarray], Path]] = {}
 """Read-only arrays mapped from a snapshot file, by id: linked, not written, when saved
@@ -64,10 +76,12 @@ def snapshot_dir(state_file: Path) -> Path:
 def save_snapshot(
     directory: Path, stamp: str, entries: Mapping[str, Mapping[str, np.ndarray]],
     writable: Mapping[str, frozenset[str]] | None = None,
+    notes: Mapping[str, Any] | None = None,
 ) -> None:
-    """Save ``entries`` (name: arrays) as the snapshot in ``directory``, stamped ``stamp``.
-    ``writable`` names, per entry, the arrays its owner changes in place: they are mapped
-    copy-on-write when taken back. Replaces any earlier snapshot."""
+    """Save ``entries`` (name: arrays) and ``notes`` (JSON values) as the snapshot in
+    ``directory``, stamped ``stamp``. ``writable`` names, per entry, the arrays its owner
+    changes in place: they are mapped copy-on-write when taken back. Replaces any earlier
+    snapshot."""
     for key in [k for k, (ref, _) in _mapped.items() if ref() is None]:
         del _mapped[key]
     fresh = directory.with_name(f"{directory.name}.new-{os.getpid()}")
@@ -85,7 +99,8 @@ def save_snapshot(
                 mode = "c" if array_name in (writable or {}).get(name, frozenset()) else "r"
                 files[array_name] = [file, mode]
             listed[name] = files
-        manifest = {"format": FORMAT, "stamp": stamp, "entries": listed}
+        manifest = {"format": FORMAT, "stamp": stamp, "entries": listed,
+                    "notes": dict(notes or {})}
         (fresh / MANIFEST).write_text(json.dumps(manifest))
         shutil.rmtree(directory, ignore_errors=True)
         fresh.rename(directory)
@@ -94,30 +109,31 @@ def save_snapshot(
         raise
 
 
-def take_snapshot(directory: Path, stamp: str) -> dict[str, Arrays]:
-    """The snapshot in ``directory`` if it is stamped ``stamp`` (else nothing), taken: it
-    serves no later open. Arrays are mapped where large (module docstring)."""
+def take_snapshot(directory: Path, stamp: str) -> Snapshot:
+    """The snapshot in ``directory`` if it is stamped ``stamp`` (else an empty one), taken:
+    it serves no later open. Arrays are mapped where large (module docstring)."""
     manifest_file = directory / MANIFEST
     try:
         manifest = json.loads(manifest_file.read_text())
     except (OSError, ValueError):
-        return {}
+        return Snapshot()
     try:
         manifest_file.unlink()  # taken: valid for this open only
     except OSError:
-        return {}
+        return Snapshot()
     entries = manifest.get("entries") if isinstance(manifest, dict) else None
-    if (not isinstance(entries, dict) or manifest.get("format") != FORMAT
-            or manifest.get("stamp") != stamp):
+    notes = manifest.get("notes") if isinstance(manifest, dict) else None
+    if (not isinstance(entries, dict) or not isinstance(notes, dict)
+            or manifest.get("format") != FORMAT or manifest.get("stamp") != stamp):
         shutil.rmtree(directory, ignore_errors=True)
-        return {}
+        return Snapshot()
     taken: dict[str, Arrays] = {}
     for name, files in entries.items():
         try:
             taken[name] = {a: _read(directory / file, mode) for a, (file, mode) in files.items()}
         except (OSError, ValueError, TypeError, AttributeError, EOFError):
             continue  # unreadable: rebuilt from the traces instead
-    return taken
+    return Snapshot(taken, notes)
 
 
 def _read(path: Path, mode: str) -> np.ndarray:

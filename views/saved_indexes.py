@@ -1,5 +1,6 @@
 """A persistent session's in-memory indexes, saved when it closes and taken back when the
-state is next opened (``ivm.storage.snapshots``).
+state is next opened (``ivm.storage.snapshots``); with them, DuckDB's answers to the
+DESCRIBEs that planning the stored views asked at open, so the next open asks none.
 
 What is saved: each base table's ``RowIndex`` and every operator memory entry that can
 say itself as arrays (``to_arrays``, see ``Run.memory``), such as an ASOF join's time
@@ -19,10 +20,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import duckdb
 import numpy as np
 
-from ivm.errors import IvmWarning
+from ivm.errors import IvmWarning, SqlError
+from ivm.execution.embedded import describe
 from ivm.execution.row_index import WRITABLE, RowIndex, hash_columns_sql
 from ivm.operators.base import STATE_FORMAT, Savable, SavedMemory
 from ivm.operators.time_index import TIME_CODE_TYPES, time_code_sql
+from ivm.schema import Column, Schema
 from ivm.storage.snapshots import save_snapshot, snapshot_dir, take_snapshot
 
 if TYPE_CHECKING:
@@ -34,6 +37,8 @@ else:
 
 TABLE, OPERATOR = "table", "operator"
 """The kinds of saved entry: a base table's row index, an operator's memory entry."""
+DESCRIBED = "described"
+"""The note holding DuckDB's DESCRIBE answers from planning the stored views."""
 
 
 class SavedIndexes(_Base):
@@ -48,15 +53,21 @@ class SavedIndexes(_Base):
         if not self.saves_indexes or self._state_file is None:
             return
         taken = take_snapshot(snapshot_dir(self._state_file), self._stamp())
-        for name, arrays in taken.items():
+        for name, arrays in taken.entries.items():
             kind, owner, entry = _parsed(name)
             if kind == TABLE and owner in self._tables:
                 try:
                     self.row_indexes[owner] = RowIndex.from_arrays(arrays)
                 except (KeyError, ValueError, IndexError):
                     continue  # built from the trace at first use instead
-            elif kind == OPERATOR and owner[0] in self._views:
+            elif kind == OPERATOR:  # kept if its view is still there once loaded
                 self.operator_memory.setdefault(owner, {})[entry] = SavedMemory(arrays)
+        self.described.update(_schemas(taken.notes.get(DESCRIBED)))
+
+    def _forget_memory_of_unknown_views(self) -> None:
+        """Drop what was taken back for operators of views that are not there."""
+        for key in [k for k in self.operator_memory if k[0] not in self._views]:
+            del self.operator_memory[key]
 
     def _save_indexes(self) -> None:
         """Save the indexes for the next open (before the connection closes)."""
@@ -74,11 +85,36 @@ class SavedIndexes(_Base):
                 if arrays is not None:
                     entries[json.dumps([OPERATOR, [view, fingerprint], entry])] = arrays
         try:
-            save_snapshot(directory, self._stamp(), entries, writable)
+            described = {sql: [[c.name, c.type] for c in schema.columns]
+                         for sql, schema in self.described.items()}
+            save_snapshot(directory, self._stamp(), entries, writable, {DESCRIBED: described})
         except (OSError, duckdb.Error) as error:  # the next open builds the indexes from the traces
             warnings.warn(f"ivm: could not save in-memory indexes: {error}", IvmWarning,
                           stacklevel=3)
 
+
+    def _describe(self, sql: str) -> Schema:
+        """The schema DuckDB gives ``sql``. While the stored views are planned at open
+        (≈20 questions a view, ≈1.6 ms each) the answers are kept, and saved at close for
+        the next open, which asks only what they lack: the tables are those of the state
+        the snapshot was stamped with."""
+        known = self.described.get(sql) if self._opening else None
+        if known is not None:
+            return known
+        try:
+            schema = describe(self.con, sql)
+        except duckdb.Error as error:
+            raise SqlError(f"DuckDB rejects the query: {error}") from error
+        if self._opening:
+            self.described[sql] = schema
+        return schema
+
+    def commit_actions_failed(self) -> None:
+        """An action run after a commit failed (the commit stands, the error is raised):
+        the in-memory indexes it was bringing up to date may be half done, so all of them
+        are dropped, to be built from the traces again at first use."""
+        self.row_indexes.clear()
+        self.operator_memory.clear()
 
     def _stamp(self) -> str:
         """What a snapshot must have been saved under to be taken back: the catalog's
@@ -88,6 +124,17 @@ class SavedIndexes(_Base):
         codes = [time_code_sql("t", type_) for type_ in TIME_CODE_TYPES]
         return json.dumps([self.catalog.signature(), duckdb.__version__, _ivm_version(),
                            STATE_FORMAT, hashes, codes])
+
+
+def _schemas(saved: Any) -> dict[str, Schema]:
+    """The DESCRIBE answers saved as notes (nothing if they are not as saved)."""
+    if not isinstance(saved, dict):
+        return {}
+    try:
+        return {str(sql): Schema(tuple(Column(str(n), str(t)) for n, t in columns))
+                for sql, columns in saved.items()}
+    except (TypeError, ValueError):
+        return {}
 
 
 def _ivm_version() -> str:

@@ -33,7 +33,7 @@ from sqlglot.errors import SqlglotError
 from ivm.circuit.circuit import Circuit
 from ivm.circuit.incrementalize import incrementalize
 from ivm.errors import IvmError, SqlError, StateError
-from ivm.execution.embedded import DEFAULT_ITERATION_LIMIT, OperatorMemory, describe
+from ivm.execution.embedded import DEFAULT_ITERATION_LIMIT, OperatorMemory
 from ivm.execution.profile import EpochProfile
 from ivm.execution.row_index import RowIndex
 from ivm.passes import optimize
@@ -123,6 +123,11 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
         self._no_change: dict[str, pa.Table] = {}  # each view's empty change, by name
         self.row_indexes: dict[str, RowIndex] = {}  # base tables' live rows, built at first use
         self.operator_memory: OperatorMemory = {}  # operators' in-memory state (Run.memory)
+        # DuckDB's DESCRIBE of SQL while the stored views were planned at open (and those the
+        # last session saved): asked again only if not there. Emptied by any DDL.
+        self.described: dict[str, Schema] = {}
+        self._opening = False
+        self._columns_at_open: dict[str, tuple[tuple[str, str], ...]] | None = None
         self.profile = EpochProfile()  # the epoch running (or the last one)
         self.last_profile: EpochProfile | None = None  # the last epoch applied
         self._registered_batches: list[str] = []  # Arrow batches DuckDB reads this epoch
@@ -136,7 +141,6 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
                 raise StateError(f"state at {self.path}: {error}") from error
             self._check_mode()
             self._load()
-            self._take_saved_indexes()
             self._opened()
             self._ready = True
         except duckdb.Error as error:
@@ -159,13 +163,23 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
             )
 
     def _load(self) -> None:
-        """Register the stored tables and views (planning every view again)."""
-        for kind, name, definition in self.catalog.entries():
+        """Register the stored tables, take back what the last session saved, and register
+        the stored views (planning every view again)."""
+        entries = self.catalog.entries()
+        for kind, name, definition in entries:
             if kind == "table":
                 self._register_table(table_from_json(name, definition))
-            else:
-                self._load_view(name, definition)
+        self._take_saved_indexes()
+        self._opening = True
+        self._columns_at_open = self._table_columns()  # read once for every view's check
+        try:
+            for kind, name, definition in entries:
+                if kind != "table":
+                    self._load_view(name, definition)
+        finally:
+            self._opening, self._columns_at_open = False, None
         self._check_tables_present()
+        self._forget_memory_of_unknown_views()
 
     def _opened(self) -> None:
         """Make the loaded state ready: upgrade an older format, and rebuild the views whose
@@ -219,6 +233,7 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
         """
         self._check_open()
         statements = parse_script(sql)
+        self.described.clear()  # tables change: what DuckDB answered may no longer hold
         try:
             with self._transaction():  # the whole script, or nothing
                 for statement in statements:
@@ -306,13 +321,6 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
                 finally:
                     release(self._state_file)
 
-    def commit_actions_failed(self) -> None:
-        """An action run after a commit failed (the commit stands, the error is raised):
-        the in-memory indexes it was bringing up to date may be half done, so all of them
-        are dropped, to be built from the traces again at first use."""
-        self.row_indexes.clear()
-        self.operator_memory.clear()
-
     def __enter__(self) -> Session:
         return self
 
@@ -345,12 +353,6 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
     def _circuit(self, plan: Plan, name: str) -> Circuit:
         """The incremental circuit this session runs for a view's plan."""
         return optimize(incrementalize(plan, name, self._describe), partitioned=False)
-
-    def _describe(self, sql: str) -> Schema:
-        try:
-            return describe(self.con, sql)
-        except duckdb.Error as error:
-            raise SqlError(f"DuckDB rejects the query: {error}") from error
 
     def _arrow_schema(self, schema: Schema) -> pa.Schema:
         columns = ", ".join(f"CAST(NULL AS {c.type}) AS {quote(c.name)}" for c in schema.columns)

@@ -132,7 +132,7 @@ class ViewState(_Base):
 
     def _check_state(self, view: ViewDef, manifest: Manifest) -> None:
         """Every trace the manifest lists is there with its columns; else StateError."""
-        present = self._table_columns()
+        present = self._columns_at_open or self._table_columns()
         for trace in manifest.traces:
             found = present.get(unquote(trace.location))
             if found != trace.columns:

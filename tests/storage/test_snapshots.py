@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import ivm.storage.snapshots as snapshots
-from ivm.storage.snapshots import save_snapshot, snapshot_dir, take_snapshot
+from ivm.storage.snapshots import Snapshot, save_snapshot, snapshot_dir, take_snapshot
 
 
 @pytest.fixture
@@ -33,30 +33,37 @@ def same(taken, expected) -> bool:
 
 def test_a_snapshot_is_taken_back_once(directory):
     assert directory.name == "ivm.duckdb.memory"
-    save_snapshot(directory, "epoch 3", entries())
-    assert same(take_snapshot(directory, "epoch 3"), entries())
-    assert take_snapshot(directory, "epoch 3") == {}  # taken: the next open builds again
+    save_snapshot(directory, "epoch 3", entries(), notes={"seen": {"sql": [["a", "INTEGER"]]}})
+    taken = take_snapshot(directory, "epoch 3")
+    assert same(taken.entries, entries())
+    assert taken.notes == {"seen": {"sql": [["a", "INTEGER"]]}}
+    assert take_snapshot(directory, "epoch 3") == Snapshot()  # taken: the next open builds
 
 
 def test_a_stale_snapshot_is_refused_and_removed(directory):
     save_snapshot(directory, "epoch 3", entries())
-    assert take_snapshot(directory, "epoch 4") == {}
+    assert take_snapshot(directory, "epoch 4") == Snapshot()
     assert not directory.exists()
-    assert take_snapshot(directory, "epoch 3") == {}  # gone for good
+    assert take_snapshot(directory, "epoch 3") == Snapshot()  # gone for good
 
 
 def test_no_snapshot_and_an_unreadable_one(directory):
-    assert take_snapshot(directory, "x") == {}
+    assert take_snapshot(directory, "x") == Snapshot()
     directory.mkdir(parents=True)
     (directory / snapshots.MANIFEST).write_text("{not json")
-    assert take_snapshot(directory, "x") == {}
+    assert take_snapshot(directory, "x") == Snapshot()
+    for shape in ('{"format": 2, "stamp": "x", "entries": [], "notes": {}}', "[1]",
+                  '{"format": 2, "stamp": "x", "entries": {"a": 1}, "notes": {}}'):
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / snapshots.MANIFEST).write_text(shape)
+        assert take_snapshot(directory, "x").entries == {}
 
 
 def test_an_unreadable_entry_is_left_out(directory):
     save_snapshot(directory, "s", entries())
     damaged = next(p for p in sorted(directory.glob("*.npy")) if p.name == "0.npy")
     damaged.write_bytes(b"not an array")
-    taken = take_snapshot(directory, "s")
+    taken = take_snapshot(directory, "s").entries
     assert set(taken) == {"b"}  # entry "a" (files 0 and 1) is rebuilt by its owner instead
 
 
@@ -64,7 +71,7 @@ def test_large_arrays_are_mapped_and_linked_when_saved_again_unchanged(directory
     monkeypatch.setattr(snapshots, "MAPPED_BYTES", 64)
     first = entries(100)
     save_snapshot(directory, "s1", first, writable={"b": frozenset({"counts"})})
-    taken = take_snapshot(directory, "s1")
+    taken = take_snapshot(directory, "s1").entries
     assert isinstance(taken["a"]["keys"], np.memmap)
     assert not taken["a"]["keys"].flags.writeable  # read-only: "r"
     counts = taken["b"]["counts"]
@@ -73,7 +80,7 @@ def test_large_arrays_are_mapped_and_linked_when_saved_again_unchanged(directory
     kept = {"a": taken["a"], "b": {"counts": counts, "flag": taken["b"]["flag"]}}
     save_snapshot(directory, "s2", kept, writable={"b": frozenset({"counts"})})
     assert (directory / "0.npy").stat().st_ino == inode  # unchanged: linked, not written
-    again = take_snapshot(directory, "s2")
+    again = take_snapshot(directory, "s2").entries
     assert again["b"]["counts"][0] == 42 and again["b"]["counts"][1] == 1
     assert np.array_equal(again["a"]["keys"], np.arange(100, dtype=np.uint64))
 
@@ -81,7 +88,7 @@ def test_large_arrays_are_mapped_and_linked_when_saved_again_unchanged(directory
 def test_saving_replaces_the_last_snapshot(directory):
     save_snapshot(directory, "s1", entries())
     save_snapshot(directory, "s2", {"c": {"x": np.zeros(3)}})
-    assert take_snapshot(directory, "s1") == {}
+    assert take_snapshot(directory, "s1") == Snapshot()
     save_snapshot(directory, "s2", {"c": {"x": np.zeros(3)}})
-    assert set(take_snapshot(directory, "s2")) == {"c"}
+    assert set(take_snapshot(directory, "s2").entries) == {"c"}
     assert [p.name for p in directory.parent.iterdir()] == [directory.name]  # no leftovers

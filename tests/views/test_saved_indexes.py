@@ -213,3 +213,43 @@ def test_a_damaged_snapshot_is_rebuilt(tmp_path, builds):
     with ivm.connect(tmp_path) as db:
         later_batches(db)
         assert builds == {"row": 4, "time": 2}
+
+
+@pytest.fixture
+def describes(monkeypatch):
+    """DESCRIBEs DuckDB is asked, counted."""
+    asked = []
+    original = saved_indexes.describe
+
+    def counted(con, sql):
+        asked.append(sql)
+        return original(con, sql)
+
+    monkeypatch.setattr(saved_indexes, "describe", counted)
+    return asked
+
+
+def test_planning_at_open_asks_duckdb_only_once(tmp_path, describes):
+    first_session(tmp_path).close()
+    describes.clear()
+    with ivm.connect(tmp_path) as db:  # plans from DuckDB's answers (no snapshot of them yet)
+        planned = db.explain("priced")
+    assert describes
+    describes.clear()
+    with ivm.connect(tmp_path) as db:  # the answers saved at the last close
+        assert db.explain("priced") == planned
+        later_batches(db)
+    assert describes == []
+
+
+def test_answers_about_changed_tables_are_not_saved(tmp_path, describes):
+    with ivm.connect(tmp_path) as db:
+        db.execute("CREATE TABLE t (x INTEGER); CREATE VIEW v AS SELECT x + 1 AS y FROM t")
+        db.ingest("t", [{"x": 1}])
+    with ivm.connect(tmp_path) as db:
+        db.execute("CREATE OR REPLACE TABLE t (x DOUBLE)")  # v is created again over it
+        db.ingest("t", [{"x": 1.5}])
+    for _ in range(2):  # the first open asks DuckDB, the second reads what it answered
+        with ivm.connect(tmp_path) as db:
+            assert dict(db.views["v"].columns) == {"y": "DOUBLE"}
+            assert db.read("v").to_pylist() == [{"y": 2.5}]
