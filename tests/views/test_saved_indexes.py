@@ -253,3 +253,18 @@ def test_answers_about_changed_tables_are_not_saved(tmp_path, describes):
         with ivm.connect(tmp_path) as db:
             assert dict(db.views["v"].columns) == {"y": "DOUBLE"}
             assert db.read("v").to_pylist() == [{"y": 2.5}]
+
+
+def test_every_tpch_view_plans_alike_from_the_saved_answers(tmp_path, describes):
+    import tpch_workload as tpch
+
+    with ivm.connect(tmp_path) as db:
+        db.execute(tpch.ddl())
+        for name, sql in tpch.queries().items():
+            db.execute(f"CREATE VIEW {name} AS {sql}")
+    with ivm.connect(tmp_path) as db:  # planned from DuckDB's answers
+        planned = {name: db.explain(name) for name in db.views}
+    describes.clear()
+    with ivm.connect(tmp_path) as db:  # from the answers the last close saved
+        assert {name: db.explain(name) for name in db.views} == planned
+    assert len(planned) == 22 and describes == []
