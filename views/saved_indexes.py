@@ -6,8 +6,8 @@ What is saved: each base table's ``RowIndex`` and every operator memory entry th
 say itself as arrays (``to_arrays``, see ``Run.memory``), such as an ASOF join's time
 indexes. Taken back, a row index is ready at once; an operator's entry waits as a
 ``SavedMemory`` for its operator to take it back in its own terms. Without a snapshot
-(the first open, a crash, state changed by another program) everything is built from the
-traces at first use, as before: the snapshot only saves time, it never decides a result.
+(the first open, after a session that did not close, another version of ivm or DuckDB)
+everything is built from the traces at first use, as before.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class SavedIndexes(_Base):
                     continue  # built from the trace at first use instead
             elif kind == OPERATOR:  # kept if its view is still there once loaded
                 self.operator_memory.setdefault(owner, {})[entry] = SavedMemory(arrays)
-        self.described.update(_schemas(taken.notes.get(DESCRIBED)))
+        self._described.update(_schemas(taken.notes.get(DESCRIBED)))
 
     def _forget_memory_of_unknown_views(self) -> None:
         """Drop what was taken back for operators of views that are not there."""
@@ -86,19 +86,18 @@ class SavedIndexes(_Base):
                     entries[json.dumps([OPERATOR, [view, fingerprint], entry])] = arrays
         try:
             described = {sql: [[c.name, c.type] for c in schema.columns]
-                         for sql, schema in self.described.items()}
+                         for sql, schema in self._described.items()}
             save_snapshot(directory, self._stamp(), entries, writable, {DESCRIBED: described})
         except (OSError, duckdb.Error) as error:  # the next open builds the indexes from the traces
             warnings.warn(f"ivm: could not save in-memory indexes: {error}", IvmWarning,
                           stacklevel=3)
-
 
     def _describe(self, sql: str) -> Schema:
         """The schema DuckDB gives ``sql``. While the stored views are planned at open
         (≈20 questions a view, ≈1.6 ms each) the answers are kept, and saved at close for
         the next open, which asks only what they lack: the tables are those of the state
         the snapshot was stamped with."""
-        known = self.described.get(sql) if self._opening else None
+        known = self._described.get(sql) if self._opening else None
         if known is not None:
             return known
         try:
@@ -106,7 +105,7 @@ class SavedIndexes(_Base):
         except duckdb.Error as error:
             raise SqlError(f"DuckDB rejects the query: {error}") from error
         if self._opening:
-            self.described[sql] = schema
+            self._described[sql] = schema
         return schema
 
     def commit_actions_failed(self) -> None:
@@ -157,6 +156,8 @@ def _parsed(name: str) -> tuple[str, Any, str]:
         kind, owner, entry = json.loads(name)
     except (ValueError, TypeError):
         return "", None, ""
-    if kind == OPERATOR and isinstance(owner, list) and len(owner) == 2:
+    if kind == OPERATOR:
+        if not (isinstance(owner, list) and len(owner) == 2):
+            return "", None, ""
         return kind, (str(owner[0]), str(owner[1])), str(entry)
     return str(kind), str(owner), str(entry)

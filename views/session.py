@@ -125,7 +125,7 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
         self.operator_memory: OperatorMemory = {}  # operators' in-memory state (Run.memory)
         # DuckDB's DESCRIBE of SQL while the stored views were planned at open (and those the
         # last session saved): asked again only if not there. Emptied by any DDL.
-        self.described: dict[str, Schema] = {}
+        self._described: dict[str, Schema] = {}
         self._opening = False
         self._columns_at_open: dict[str, tuple[tuple[str, str], ...]] | None = None
         self.profile = EpochProfile()  # the epoch running (or the last one)
@@ -233,7 +233,7 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
         """
         self._check_open()
         statements = parse_script(sql)
-        self.described.clear()  # tables change: what DuckDB answered may no longer hold
+        self._described.clear()  # tables change: what DuckDB answered may no longer hold
         try:
             with self._transaction():  # the whole script, or nothing
                 for statement in statements:
