@@ -1,6 +1,5 @@
-"""A session's in-memory indexes saved beside its state file, for the next open alone.
-
-(And small notes beside them: what DuckDB answered when the views were planned.)
+"""A session's in-memory indexes saved beside its state file, for the next open alone
+(with small JSON notes, such as what DuckDB answered when the views were planned).
 
 A session keeps some state in memory only: each base table's ``RowIndex`` (its batch
 checks) and operators' memory such as an ASOF join's ``TimeIndex``es. They are built
