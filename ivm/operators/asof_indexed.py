@@ -184,6 +184,12 @@ def kept_sides(memory: dict[str, Any]) -> Sides | None:
     return kept
 
 
+def build_sides(op: Operator, node: AsOfJoin, run: Run, memory: dict[str, Any]) -> None:
+    """Build both sides' indexes from their integrals into ``memory`` (run after the
+    epoch of a first load commits, so that the load pays for them, not the next epoch)."""
+    memory[SIDES] = _load(op, node, run)
+
+
 def _load(op: Operator, node: AsOfJoin, run: Run) -> Sides:
     """Both sides' indexes, from their integrals."""
     ttype = node.right.schema.type_of(node.right_time)

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ivm.operators.asof_indexed import indexable, indexed_change, kept_sides
+from ivm.operators.asof_indexed import build_sides, indexable, indexed_change, kept_sides
 from ivm.operators.asof_reads import deduplicated_right_sql, neighbours_sql, window_sql
 from ivm.operators.base import Operator, Run
 from ivm.operators.difference import negated_sql
@@ -133,6 +133,8 @@ class IncrementalAsOfJoin(Operator):
                             and self._first_load(run)):
             if memory is not None:
                 memory.clear()
+                if indexable(node) and not run.backfill:  # built now, not by the next epoch
+                    run.after_commit(lambda: build_sides(self, node, run, memory))
             left = left_change or empty_relation(node.left.schema)
             right = right_change or empty_relation(node.right.schema)
             return node.asof_sql(left, deduplicated_right_sql(node, right, True), True)

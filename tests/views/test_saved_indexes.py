@@ -268,3 +268,13 @@ def test_every_tpch_view_plans_alike_from_the_saved_answers(tmp_path, describes)
     with ivm.connect(tmp_path) as db:  # from the answers the last close saved
         assert {name: db.explain(name) for name in db.views} == planned
     assert len(planned) == 22 and describes == []
+
+
+def test_a_first_load_builds_the_time_indexes_itself(tmp_path, builds):
+    with ivm.connect(tmp_path) as db:
+        db.execute(DDL)
+        db.ingest({"trades": trades((1, "a", 10, 5)), "quotes": quotes(("a", 5, 100))})
+        assert builds["time"] == 1  # after the load's commit: the next epoch finds them
+        db.ingest({"quotes": quotes(("a", 7, 101))})
+        check(db)
+        assert builds["time"] == 1
