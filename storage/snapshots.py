@@ -62,6 +62,7 @@ class Snapshot:
     entries: dict[str, Arrays] = field(default_factory=dict)
     notes: dict[str, Any] = field(default_factory=dict)
 
+
 _mapped: dict[int, tuple[weakref.ref[np.ndarray], Path]] = {}
 """Read-only arrays mapped from a snapshot file, by id: linked, not written, when saved
 again unchanged."""

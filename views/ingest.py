@@ -80,8 +80,7 @@ class Ingest(_Base):
         try:
             with self._transaction(ExecutionError):
                 changed = self._apply(batches, upsert)
-                run_sql(self.con, self.catalog.advance_sql())
-                self.on_commit.insert(0, self._advance_epoch)  # first: whatever else fails
+                self._advance_epoch()
                 applied = time.perf_counter()
             self.profile.phases["commit"] = time.perf_counter() - applied
         except ViewFailed as failure:
@@ -91,6 +90,13 @@ class Ingest(_Base):
         return changed
 
     def _advance_epoch(self) -> None:
+        """Advance the stored epoch inside the open transaction; the session's own count
+        follows once it commits, first of the after-commit actions (so even if a later
+        one fails, it matches what was committed)."""
+        run_sql(self.con, self.catalog.advance_sql())
+        self.on_commit.insert(0, self._count_epoch)
+
+    def _count_epoch(self) -> None:
         self.catalog.epoch += 1
 
     def _apply(self, batches: dict[str, pa.Table], upsert: bool) -> dict[str, str]:

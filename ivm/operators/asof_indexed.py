@@ -111,12 +111,13 @@ def indexable(node: AsOfJoin) -> bool:
 
 
 def indexed_change(
-    op: Operator, node: AsOfJoin, run: Run, memory: dict[str, Any],
+    op: Operator, node: AsOfJoin, run: Run, memory: dict[str, Any], kept: Sides | None,
     left_change: str | None, right_change: str | None,
 ) -> str | None | bool:
-    """SQL of the epoch's change read through the time indexes (module docstring); None
-    when nothing changes; False when the indexes cannot be used (memory cleared)."""
-    sides = kept_sides(memory) or _load(op, node, run)
+    """SQL of the epoch's change read through the time indexes (module docstring), those
+    ``kept`` in ``memory`` (``kept_sides``) or, if none, built now; None when nothing
+    changes; False when the indexes cannot be used (memory cleared)."""
+    sides = kept or _load(op, node, run)
     lkeys, rkeys = [a for a, _ in node.keys], [b for _, b in node.keys]
     ttype = node.right.schema.type_of(node.right_time)
     left_points = _points(op, run, left_change, lkeys, node.left_time, ttype, lkeys)

@@ -139,7 +139,7 @@ class IncrementalAsOfJoin(Operator):
             right = right_change or empty_relation(node.right.schema)
             return node.asof_sql(left, deduplicated_right_sql(node, right, True), True)
         if memory is not None and indexable(node):
-            change = indexed_change(self, node, run, memory, left_change, right_change)
+            change = indexed_change(self, node, run, memory, sides, left_change, right_change)
             if change is not False:
                 return change
         left_old, right_old = (run.integral(i) for i in self.inputs)

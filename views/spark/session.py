@@ -45,7 +45,6 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from ivm.circuit.circuit import Circuit
 from ivm.circuit.incrementalize import incrementalize
 from ivm.errors import ExecutionError, IvmError, StateError
-from ivm.execution.embedded import run_sql
 from ivm.execution.spark.executor import (
     FailurePoint,
     SparkEpoch,
@@ -160,8 +159,7 @@ class SparkModeSession(SparkReads, Session):
             with self.profile.phase("spark jobs"):
                 changes = self._run_epoch(frames, ticket)
             with self.profile.phase("commit"), self._transaction(ExecutionError):
-                run_sql(self.con, self.catalog.advance_sql())
-                self.on_commit.insert(0, self._advance_epoch)
+                self._advance_epoch()
         except BaseException as error:
             # Tasks of this attempt may still run: move the fence first, then roll back.
             write_fence(self.root, f"closed-{ticket.token}")
