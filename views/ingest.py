@@ -108,12 +108,9 @@ class Ingest(_Base):
         runner = EpochRunner(
             self.con, self.names, changes, profile=profile, iteration_limit=self.iteration_limit,
             epoch=self.catalog.epoch + 1, memory=self.operator_memory,
-            arrangements=self.arrangements,
+            arrangements=self.arrangements, registered=self._registered_batches,
         )
-        try:
-            return self._run_views(runner, changes, commits)
-        finally:
-            runner.release()
+        return self._run_views(runner, changes, commits)
 
     def _run_views(
         self, runner: EpochRunner, changes: dict[str, str], commits: list[tuple[str, str]]

@@ -86,11 +86,13 @@ class EpochRunner:
         epoch: int = 0,
         memory: OperatorMemory | None = None,
         arrangements: Arrangements | None = None,
+        registered: list[str] | None = None,
     ) -> None:
         self.con = con
         self.arrangements = None if backfill else arrangements
-        self.slices: list[str] = []
-        """Names of the Arrow tables registered with DuckDB for this epoch's reads."""
+        self.slices: list[str] = [] if registered is None else registered
+        """Names of the Arrow tables registered with DuckDB for this epoch's reads: the
+        owner unregisters them once the epoch's transaction is over (``release``)."""
         self._memory = memory
         self.after_commit_actions: list[Callable[[], None]] = []
         self.iteration_limit = iteration_limit
@@ -150,7 +152,7 @@ class EpochRunner:
             return read_sql(f"SELECT * FROM {table}", names, at, live)
         start = time.perf_counter()
         rows = self.arrangements.lookup(table, at, live, self._view)
-        name = f"__ivm_slice{len(self.slices)}"
+        name = f"__ivm_slice{len(self.slices)}_{self.epoch}"
         self.con.register(name, rows)
         self.slices.append(name)
         if self.profile is not None:
@@ -162,7 +164,8 @@ class EpochRunner:
         return read_sql(f"SELECT {typed}, {W} FROM {name}", names, at)
 
     def release(self) -> None:
-        """Unregister the Arrow tables this epoch's reads registered."""
+        """Unregister the Arrow tables this epoch's reads registered (after the epoch's
+        transaction: DuckDB refuses it inside one that failed)."""
         for name in self.slices:
             self.con.unregister(name)
         self.slices.clear()
