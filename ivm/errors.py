@@ -38,6 +38,18 @@ class ExecutionError(IvmError):
     """
 
 
+class InternalError(IvmError):
+    """ivm failed on its own, not on the data or the SQL it was given: SQL it generated that
+    DuckDB cannot parse or bind, or an unexpected exception anywhere inside ivm.
+
+    A bug in ivm: the message says so, names the view and the construct where they are
+    known, and asks for a report; the original exception is chained (``__cause__``).
+    Like every error raised inside a call, it leaves tables and views unchanged (an
+    ``ingest`` is rolled back, a DDL script leaves the catalog as it was) and the session
+    stays usable.
+    """
+
+
 class IterationLimitError(ExecutionError):
     """A recursive view did not reach its fixed point within the session's iteration limit
     (``Session.iteration_limit``); the batch (or the view's creation) was rejected whole."""

@@ -6,6 +6,9 @@ wrote none of that. ``explain_failure`` re-evaluates, one by one, the scalar
 expressions of the view's filters and projections over the rows they saw this
 epoch (in a transaction of its own: DuckDB refuses further work in one that
 failed), and names the first that fails, written with the user's column names.
+
+Only a value is ever blamed: SQL of ivm's own that DuckDB cannot parse or bind is
+an ``InternalError`` (``ivm.execution.failures``) and never comes here.
 """
 
 from __future__ import annotations
@@ -17,11 +20,13 @@ import duckdb
 from sqlglot import exp
 
 from ivm.circuit.circuit import Circuit
-from ivm.errors import ExecutionError
+from ivm.errors import ExecutionError, IvmError
+from ivm.execution.failures import is_data_error
 from ivm.operators.base import Operator
 from ivm.views.definitions import ViewDef
 
 _GENERATED = re.compile(r"\n\s*\n?\s*LINE \d+:.*", re.DOTALL)
+_NAMED = re.compile(r"^view (?:'[^']*'|\"[^\"]*\"): ")
 
 
 BATCH = "on this batch"
@@ -50,6 +55,13 @@ def duckdb_message(error: BaseException) -> str:
     text = _GENERATED.sub("", text)
     text = re.sub(r"^evaluating a view failed: ", "", text)
     return text.strip()
+
+
+def named(error: IvmError, view: str) -> IvmError:
+    """``error`` (a Spark task's, translated) as an error of its class naming ``view``: a
+    task knows only its stage, and DuckDB's message loses the SQL it quotes."""
+    text = _NAMED.sub("", duckdb_message(error), count=1)
+    return type(error)(f"view {view!r}: {text}")
 
 
 def user_sql(expression: exp.Expression) -> str:
@@ -110,14 +122,16 @@ def _failure(con: duckdb.DuckDBPyConnection, expression: exp.Expression) -> str 
     try:
         con.execute(f"SELECT {expression.sql(dialect='duckdb')} FROM __ivm_rows").fetchall()
     except duckdb.Error as error:
-        return duckdb_message(error)
+        # Only a value is a culprit: an expression this replay cannot bind on its own (it
+        # reads a subquery's result, say) says nothing about the data.
+        return duckdb_message(error) if is_data_error(error) else None
     return None
 
 
 def _narrowed(
     con: duckdb.DuckDBPyConnection, expression: exp.Expression, message: str
 ) -> tuple[exp.Expression, str]:
-    """The smallest part of a failing ``expression`` that fails on its own."""
+    """The smallest part of a failing ``expression`` that fails on its own (on a value)."""
     for child in expression.iter_expressions():
         if isinstance(child, (exp.Column, exp.Literal, exp.DataType)) or not child.find(
             exp.Column

@@ -185,10 +185,10 @@ class ViewState(_Base):
             self.on_rollback.append(lambda: self.compactor.forget(trace))
             if delta is not None:
                 consolidated = consolidate_sql(delta, view.schema.names)
-                rows = run_sql(self.con, f"INSERT INTO {trace} {consolidated}")
+                rows = run_sql(self.con, f"INSERT INTO {trace} {consolidated}", view.name)
                 self.compactor.appended(trace, rows, consolidated=True)
             for table, rows in runner.commits:
-                run_sql(self.con, f"INSERT INTO {table} {rows}")
+                run_sql(self.con, f"INSERT INTO {table} {rows}", view.name)
         except IterationLimitError as error:
             raise IterationLimitError(f"view {view.name!r}: {error}") from None
         except ExecutionError as error:
