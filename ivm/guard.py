@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import reprlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from ivm.errors import InternalError, IvmError
@@ -120,11 +120,17 @@ def _raised_by_the_call(error: TypeError) -> bool:
 
 
 def _described(function: Callable[..., Any], args: tuple[Any, ...]) -> str:
-    """The call, for the message: ``execute('CREATE VIEW v AS …')``."""
-    name = function.__name__
-    shown = [a for a in args[:2] if isinstance(a, str)]
-    inside = _ARGUMENT.repr(shown[0]) if shown else ""
-    return f"ivm's {name}({inside})"
+    """The call, for the message: ``execute('CREATE VIEW v AS …')``, ``ingest('orders')``,
+    ``ingest({'orders': …, 'customers': …})``."""
+    inside = ""
+    for argument in args[:2]:  # (self,) the first argument: a name, SQL or batches
+        if isinstance(argument, str):
+            inside = _ARGUMENT.repr(argument)
+            break
+        if isinstance(argument, Mapping):
+            inside = "{" + ", ".join(f"{_ARGUMENT.repr(k)}: …" for k in list(argument)[:5]) + "}"
+            break
+    return f"ivm's {function.__name__}({inside})"
 
 
 def _forget_memory(args: tuple[Any, ...]) -> None:
