@@ -44,9 +44,8 @@ class InternalError(IvmError):
 
     A bug in ivm: the message says so, names the view and the construct where they are
     known, and asks for a report; the original exception is chained (``__cause__``).
-    Like every error raised inside a call, it leaves tables and views unchanged (an
-    ``ingest`` is rolled back, a DDL script leaves the catalog as it was) and the session
-    stays usable.
+    Raised inside an ``ingest`` or a DDL script, it leaves tables and views unchanged (the
+    transaction is rolled back), and the session stays usable.
     """
 
 

@@ -4,9 +4,10 @@
 any other ``Exception`` (an ``AssertionError`` from a library, a ``KeyError`` from a
 bug) becomes an ``InternalError`` that names the call, says it is ivm's bug and
 chains the original (``__cause__``). ``KeyboardInterrupt``, ``SystemExit`` and other
-``BaseException``s pass untouched. A ``TypeError`` raised by the call itself (the
-caller passed arguments the function does not take, before any of ivm ran) is the
-caller's, as for any Python function, and passes too.
+``BaseException``s pass untouched, and so does ``MemoryError``: the machine's, not a
+bug. A ``TypeError`` raised by the call itself (the caller passed arguments the
+function does not take, before any of ivm ran) is the caller's, as for any Python
+function, and passes too.
 
 ``guard_public`` guards every public method and property of a class (names without a
 leading underscore); the session guards itself and each subclass with it, so a
@@ -15,7 +16,8 @@ an exception calls the session's ``_after_unexpected()`` first, which drops what
 session keeps in memory besides the catalog (rebuilt from the stored state at first
 use): the failure may have left it half updated. What is stored needs nothing: an
 ``ingest`` and a DDL script each run in one transaction, rolled back on any exception
-(Spark mode's partitions with it), so a failure inside applies nothing.
+(Spark mode's partitions with it), so a failure inside applies nothing (one in the
+in-memory bookkeeping after an epoch committed leaves that epoch applied, as it is).
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ def guarded(function: F) -> F:
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
             return function(*args, **kwargs)
-        except IvmError:
+        except (IvmError, MemoryError):
             raise
         except Exception as error:
             if isinstance(error, TypeError) and _raised_by_the_call(error):
