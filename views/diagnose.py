@@ -8,7 +8,8 @@ epoch (in a transaction of its own: DuckDB refuses further work in one that
 failed), and names the first that fails, written with the user's column names.
 
 Only a value is ever blamed: SQL of ivm's own that DuckDB cannot parse or bind is
-an ``InternalError`` (``ivm.execution.failures``) and never comes here.
+an ``InternalError`` (``ivm.execution.failures``). ``explain_internal`` finds, for one
+that failed filling a new view, the construct whose SQL it was.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ import duckdb
 from sqlglot import exp
 
 from ivm.circuit.circuit import Circuit
-from ivm.errors import ExecutionError, IvmError
-from ivm.execution.failures import is_data_error
+from ivm.errors import ExecutionError, InternalError, IvmError
+from ivm.execution.failures import construct_of, duckdb_text, in_view, is_data_error
+from ivm.guard import internal_message
 from ivm.operators.base import Operator
 from ivm.views.definitions import ViewDef
 
@@ -36,7 +38,9 @@ rebuilt view) the existing rows."""
 
 
 class ViewFailed(ExecutionError):
-    """A view's SQL failed on this epoch's data (``view``; DuckDB's ``error``).
+    """A view's SQL failed on this epoch's data (``view``; DuckDB's ``error``), or, filling
+    a new view, on SQL of ivm's own (``internal``: the ``InternalError``, which is what
+    the session raises once it is explained, never this ``ExecutionError``).
 
     Raised inside the epoch's transaction, which DuckDB then refuses to use;
     the session rolls back and replays the epoch to name the failing expression.
@@ -45,7 +49,8 @@ class ViewFailed(ExecutionError):
     def __init__(self, view: ViewDef, error: BaseException, during: str = BATCH) -> None:
         super().__init__(f"view {view.name!r} failed {during}: {duckdb_message(error)}")
         self.view = view
-        self.error = error
+        self.internal = error if isinstance(error, InternalError) else None
+        self.error = (error.__cause__ or error) if self.internal is not None else error
         self.during = during
 
 
@@ -115,6 +120,35 @@ def explain_failure(
     finally:
         scratch.close()
     return ExecutionError(f"view {view!r} failed {during}: {message}")
+
+
+def explain_internal(
+    con: duckdb.DuckDBPyConnection,
+    view: str,
+    circuit: Circuit,
+    change_of: Callable[[Operator], str | None],
+    error: InternalError,
+) -> InternalError:
+    """``error`` (SQL of ivm's own that DuckDB refused) naming the view and, when it can be
+    found, the construct: each operator's change is bound (``DESCRIBE``) in dependency
+    order until one fails (a linear operator's SQL runs composed into its consumer's, so
+    the statement that failed may not be the one at fault)."""
+    for op in circuit.operators:
+        try:
+            sql = change_of(op)
+        except InternalError as failure:  # a statement of the operator's own: it names it
+            return in_view(failure, view)
+        if sql is None:
+            continue
+        try:
+            con.execute(f"DESCRIBE {sql}").fetchall()
+        except duckdb.Error as failure:
+            if is_data_error(failure):
+                break
+            found = InternalError(internal_message(duckdb_text(failure), view, construct_of(op)))
+            found.__cause__ = failure
+            return found
+    return in_view(error, view)
 
 
 def _failure(con: duckdb.DuckDBPyConnection, expression: exp.Expression) -> str | None:

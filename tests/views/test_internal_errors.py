@@ -162,6 +162,25 @@ def test_broken_output_statement_names_the_view(
     harness.apply(SECOND)
 
 
+def test_the_construct_of_broken_composed_sql_is_found(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A SELECT list's SQL runs composed into the statement filling the view: the replay
+    # (views.diagnose.explain_internal) binds each operator's SQL and names the one at fault.
+    db = harness.db
+    before = state(db)
+    monkeypatch.setattr("ivm.operators.project.ProjectOperator.change",
+                        lambda self, run: "SELECT nope FROM (SELECT 1 AS x) AS t")
+    with pytest.raises(ivm.InternalError) as raised:
+        db.execute("CREATE VIEW small AS SELECT id + 1 AS j FROM orders")
+    message = assert_internal(raised, duckdb.BinderException)
+    assert message.startswith("view 'small': ivm's own SQL for its SELECT list"), message
+    assert state(db) == before
+    monkeypatch.undo()
+    harness.create_views({"small": "SELECT id + 1 AS j FROM orders"})
+    harness.apply(SECOND)
+
+
 def test_a_value_the_data_cannot_take_is_still_execution_error() -> None:
     with ivm.connect() as db:
         db.execute(ORDERS)
