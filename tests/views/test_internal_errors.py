@@ -18,14 +18,20 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 import pytest
 from oracle.harness import Epoch, Harness, rows_of
 from oracle.spark import SPARK_PARTITIONS
 from pyspark.errors import PythonException
 
 import ivm
-from ivm.execution.embedded import run_sql
+from ivm.circuit.incrementalize import incrementalize
+from ivm.execution.embedded import describe, run_sql
 from ivm.execution.spark.executor import translate_error
+from ivm.execution.spark.stage_task import Ticket, apply_partition
+from ivm.execution.spark.stages import view_stages
+from ivm.passes import optimize
+from ivm.sql_frontend.planner import plan_query
 from ivm.storage.partitions import PartitionLog
 from ivm.views.diagnose import named
 
@@ -339,6 +345,30 @@ def test_spark_task_failures_are_classified() -> None:
     renamed = named(raised, "totals")
     assert type(renamed) is ivm.InternalError
     assert str(renamed).startswith("view 'totals': ivm's own SQL failed: y"), str(renamed)
+
+
+def test_broken_generated_sql_in_a_stage_task_is_internal(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # What a Spark task runs, in this process (a worker process would not see the patch).
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (g VARCHAR, v INTEGER)")
+    relations = {"t": describe(con, "SELECT * FROM t")}
+    plan = plan_query("SELECT g FROM t GROUP BY g", relations, lambda q: describe(con, q))
+    circuit = optimize(incrementalize(plan, "v", lambda q: describe(con, q)), partitioned=True)
+    (stage,) = [s for s in view_stages(circuit) if s.circuit is not None]
+    monkeypatch.setattr("ivm.operators.distinct.distinct_step_sql", lambda *a: "SELECT ,")
+    ticket = Ticket(epoch=0, committed=0, token="create", backfill=True)
+    empty = pa.table({"__i": pa.array([], pa.int32()), "__p": pa.array([], pa.int32())})
+    with pytest.raises(ivm.InternalError) as raised:
+        apply_partition(stage, tmp_path, 0, ticket, empty)
+    message = assert_internal(raised, duckdb.ParserException)
+    assert "ivm's own SQL for its DISTINCT" in message and "LINE" not in message, message
+    # The driver reads it from the task's traceback and names the view.
+    text = f"Traceback (most recent call last):\nivm.errors.InternalError: {message}\n"
+    translated = translate_error(PythonException(message=text))
+    assert type(translated) is ivm.InternalError
+    assert str(named(translated, "v")).startswith("view 'v': ivm's own SQL for its DISTINCT")
 
 
 def partition_epochs(root: Path) -> Counter[int]:
