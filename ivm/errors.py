@@ -32,9 +32,12 @@ class StateError(IvmError):
 
 
 class ExecutionError(IvmError):
-    """Evaluating a view failed on the data of a batch (e.g. a cast that cannot succeed).
+    """Evaluating a view failed on the data of a batch (e.g. a cast that cannot succeed,
+    an overflow, invalid input to a function), or DuckDB ran out of memory or disk.
 
-    Raised by ``ingest``; like every ingest error it leaves tables and views unchanged.
+    Raised by ``ingest`` (and by creating a view over existing rows); like every ingest
+    error it leaves tables and views unchanged. SQL of ivm's own that DuckDB cannot parse
+    or bind is never this: it is an ``InternalError``.
     """
 
 
