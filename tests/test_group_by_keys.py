@@ -55,6 +55,8 @@ CASES: dict[str, dict[str, str]] = {
         "exists": "SELECT k, w FROM other WHERE EXISTS (SELECT tag FROM events GROUP BY tag)",
         "scalar": "SELECT k, (SELECT tag FROM events WHERE k = 0 AND tag = 'a' GROUP BY tag) "
                   "AS t FROM other",
+        "correlated_on_keys": "SELECT k, (SELECT COUNT(*) FROM other AS o WHERE o.k = e.k) "
+                              "AS n FROM events AS e GROUP BY k",
     },
     "set_operations": {
         "union_all": "SELECT k FROM events GROUP BY k UNION ALL SELECT k FROM other GROUP BY k",
@@ -72,6 +74,10 @@ CASES: dict[str, dict[str, str]] = {
         "top_k": "SELECT k, tag FROM events GROUP BY k, tag "
                  "ORDER BY k NULLS FIRST, tag NULLS FIRST LIMIT 3",
         "distinct_too": "SELECT DISTINCT tag FROM events GROUP BY k, tag",
+        "qualify": "SELECT k, tag FROM events GROUP BY k, tag "
+                   "QUALIFY ROW_NUMBER() OVER (PARTITION BY tag ORDER BY k NULLS FIRST) <= 1",
+        "distinct_on": "SELECT DISTINCT ON (tag) tag, k FROM events GROUP BY k, tag "
+                       "ORDER BY tag, k NULLS FIRST",
     },
     "views_and_recursion": {
         "base": "SELECT k, tag FROM events GROUP BY k, tag",
