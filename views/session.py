@@ -61,14 +61,9 @@ PLAN_CHANGE_POLICIES = ("rebuild", "refuse")
 
 
 @guarded
-def connect(
-    path: str | os.PathLike[str] | None = None,
-    *,
-    spark: Any = None,
-    partitions: int | None = None,
-    on_plan_change: str = "rebuild",
-    iteration_limit: int | None = None,
-) -> Session:
+def connect(path: str | os.PathLike[str] | None = None, *, spark: Any = None,
+            partitions: int | None = None, on_plan_change: str = "rebuild",
+            iteration_limit: int | None = None) -> Session:
     """Open a session (API.md): in memory, or persistent state in directory ``path``
     (``path/ivm.duckdb``, and the indexes a clean close saved beside it for the next open).
 
@@ -92,21 +87,18 @@ def connect(
         raise IvmError("partitions= applies to Spark mode only: pass spark= as well")
     else:
         session = Session(path, on_plan_change)
-    if iteration_limit is not None:
-        try:
+    try:
+        if iteration_limit is not None:
             session.iteration_limit = iteration_limit
-        except BaseException:
-            session.close()
-            raise
+    except BaseException:
+        session.close()
+        raise
     return session
 
 
 class Session(Ddl, Ingest, ViewState, SavedIndexes):
-    """An ivm database: tables, views, and the epoch they are at.
-
-    Every public method and property lets only ``ivm.IvmError`` out (``ivm.guard``):
-    this class and each subclass guard themselves.
-    """
+    """An ivm database: tables, views, and the epoch they are at. Every public method and
+    property lets only ``ivm.IvmError`` out (``ivm.guard``: each subclass is guarded too)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -333,8 +325,7 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
                     release(self._state_file)
 
     def _after_unexpected(self) -> None:
-        """An unexpected exception went through a public method (``ivm.guard``): drop what
-        is kept in memory beside the catalog, to be built from the state at first use."""
+        """After an unexpected exception (``ivm.guard``): drop what is rebuilt at first use."""
         self.row_indexes.clear()
         self.operator_memory.clear()
         self._described.clear()
