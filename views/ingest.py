@@ -228,7 +228,9 @@ class Ingest(_Base):
                 return None
             consolidated = consolidate_sql(delta, view.schema.names)
             start = time.perf_counter()
-            rows = run_sql(self.con, f"CREATE OR REPLACE TEMP TABLE {scratch} AS {consolidated}")
+            rows = run_sql(
+                self.con, f"CREATE OR REPLACE TEMP TABLE {scratch} AS {consolidated}", view.name
+            )
             self.profile.record(view.name, OUTPUT, time.perf_counter() - start, rows)
         except IterationLimitError as error:  # replaying the epoch would only repeat it
             raise IterationLimitError(f"view {view.name!r}: {error}") from None

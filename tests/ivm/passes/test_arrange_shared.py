@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -70,9 +71,9 @@ def statement_sizes() -> Iterator[list[int]]:
     sizes: list[int] = []
     run = embedded.run_sql
 
-    def spy(con: object, sql: str) -> int:
+    def spy(con: object, sql: str, *names: Any) -> int:
         sizes.append(len(sql))
-        return run(con, sql)  # type: ignore[arg-type]
+        return run(con, sql, *names)  # type: ignore[arg-type]
 
     embedded.run_sql = spy
     try:
