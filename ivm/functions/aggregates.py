@@ -12,8 +12,9 @@ the name:
 * **running** (``ivm.functions.running``): running state per group that a change
   updates from its own rows, except where a guard flags the group, which is then
   recomputed from its live rows. SUM/AVG over DOUBLE and REAL (NaN and ±inf
-  counted apart, the finite sum kept with a bound on its rounding error: 1e17 + 1
-  − 1e17 is flagged), MIN/MAX (flagged when every copy of the extreme leaves).
+  counted apart, finite values summed exactly in fixed point and rounded once:
+  1e17 + 1 − 1e17 is 1; flagged only while a value out of that range is live),
+  MIN/MAX (flagged when every copy of the extreme leaves).
 * **per key** otherwise: the value is recomputed, for each group the change
   touches, from the group's live rows (``ivm.operators.per_key``). Anything
   DISTINCT, VAR/STDDEV over floats or wide numbers, medians, quantiles, modes,
