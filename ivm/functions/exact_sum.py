@@ -3,31 +3,33 @@
 A float sum kept as a running DOUBLE carries the rounding of every row it ever
 added, deleted rows included (99.9 inserted beside other values, then the others
 deleted, may leave 99.89999999999999). Kept here instead, as Materialize keeps
-float sums, in fixed point: a finite value v that is a multiple of 2^-SCALE and
-below 2^TOP in magnitude (*in range*) is the integer X = v·2^SCALE exactly, split
-into LIMBS limbs of 64 bits, X = Σ limbᵢ·2^(64·i) (limbs of |v| in [0, 2^64), the
-top one below 2^63, each times v's sign). A group's sum of each limb (times the
+float sums, in fixed point: a value v that is a multiple of 2^-SCALE and below
+2^TOP in magnitude (*in range*: every DOUBLE from 2^-44 ≈ 5.7e-14 to 2^95 ≈ 4.0e28
+in magnitude, and smaller ones with few digits) is the integer X = v·2^SCALE
+exactly, split into three limbs of 64 bits, X = l₀ + l₁·2^64 + l₂·2^128 (the
+limbs of |v|, in [0, 2^64), times v's sign). A group's sum of each limb (times the
 rows' weights) is an exact HUGEINT moment, so inserts and deletes cancel exactly,
 and the value is the one correctly rounded DOUBLE of the exact sum of the live
 values: for one row, the row's value; for several, one of the answers DuckDB's
-SUM gives (DuckDB adds rows one by one in the order it reads them, with no
+SUM gives. DuckDB adds rows one by one in the order it reads them, with no
 compensation, so its own answer varies with that order: {0.1, 0.2, 0.3} sums to
 0.6000000000000001 in that order and to 0.6 in reverse; ivm's is 0.6, the exact
-sum rounded once).
+sum rounded once, whatever the order.
 
-The split is exact in DOUBLE arithmetic: scaling by a power of two is exact (no
-overflow or underflow in range), ``floor`` is exact, and each limb of |v| is a
-difference ``floor(a) − 2^64·floor(a·2^-64)`` whose bits are a subset of ``a``'s,
-so representable. Values out of range (below 2^-SCALE's precision, 2^TOP or
-beyond) are counted apart by the caller and their groups read from their rows.
+The split is exact in DOUBLE arithmetic for values in range: scaling by a power
+of two is exact, and so are ``floor`` and ``fmod``. Out of range (not finite,
+too large, or with bits below 2^-SCALE) the limbs are still computed, from |v|
+capped at 2^TOP, so they are finite and the same for a row's insert and its
+delete: they cancel when the row leaves. The caller counts such values apart and
+reads the group's rows while any is live.
 
-Rounding the exact sum X (any integers lᵢ, X = Σ lᵢ·2^(64·i)): with
-Hⱼ = floor(X / 2^(64·j)), the highest level j whose |Hⱼ| ≥ 2^54 gives the value
-as DOUBLE(2·Hⱼ + s)·2^(64·j − 1 − SCALE), s = 1 when X has bits below 2^(64·j)
-(a *sticky* bit: every DOUBLE and every midpoint between two at that magnitude is
-a multiple of 2^(64·j+1), and 2·Hⱼ + 1 lies strictly between the same two of them
-as X); below every such level X itself fits a HUGEINT. The cast HUGEINT → DOUBLE
-is correctly rounded in DuckDB 2 (tests/test_float_sums.py checks it on midpoints),
+Rounding the exact sum X from limb sums lᵢ (any integers, so no normalisation is
+kept): with Hⱼ = floor(X / 2^(64·j)), at a level j where |Hⱼ| ≥ 2^54 the value is
+DOUBLE(2·Hⱼ + s)·2^(64·j − 1 − SCALE), s = 1 when X has bits below 2^(64·j) (a
+*sticky* bit: every DOUBLE and every midpoint between two at that magnitude is a
+multiple of 2^(64·j+1), and 2·Hⱼ + 1 lies strictly between the same two of them as
+X); below both levels X itself fits a HUGEINT. The cast HUGEINT → DOUBLE is
+correctly rounded in DuckDB 2 (tests/test_float_sums.py checks it on midpoints),
 and the final scaling by a power of two is exact (the result is a normal number).
 """
 
@@ -37,57 +39,73 @@ LIMBS = 3
 """64-bit limbs of the fixed-point value: 192 bits."""
 
 SCALE = 96
-"""Binary digits below the point: values are exact at multiples of 2^-96 (≈1.3e-29),
-so any DOUBLE of magnitude at least 2^-44 (≈5.7e-14) is in range."""
+"""Binary digits below the point: values are exact at multiples of 2^-96 (≈1.3e-29)."""
 
-TOP = 64 * LIMBS - SCALE - 1
-"""Values are in range below 2^TOP (2^95 ≈ 4.0e28) in magnitude: the top limb of |v|
-is below 2^63."""
+TOP = 95
+"""Values are in range below 2^95 (≈4.0e28) in magnitude: the top limb below 2^63, so
+sums of up to 2^63 rows' limbs fit a HUGEINT."""
 
-_TWO_64 = "CAST('18446744073709551616' AS HUGEINT)"
-_MASK = "CAST('18446744073709551615' AS HUGEINT)"
-_STICKY_FROM = "CAST('18014398509481984' AS HUGEINT)"  # 2^54: levels this large round with s
+_TWO_64 = "18446744073709551616"  # HUGEINT literals
+_LOW_64 = "18446744073709551615"
 
 
 def power(k: int) -> str:
-    """2^k as a DOUBLE literal (DuckDB reads the shortest round-trip form exactly)."""
-    return repr(2.0**k)
+    """2^k as a DOUBLE literal (17 significant digits: DuckDB reads it back exactly)."""
+    return f"{2.0**k:.17e}"
 
 
 def in_range(v: str) -> str:
-    """SQL: DOUBLE ``v`` is finite and held exactly by the limbs."""
+    """SQL: DOUBLE ``v`` is held exactly by the limbs (false for NaN and ±inf)."""
     scaled = f"{v} * {power(SCALE)}"
-    return f"(isfinite({v}) AND abs({v}) < {power(TOP)} AND floor({scaled}) = {scaled})"
+    return f"(abs({v}) < {power(TOP)} AND {scaled} = floor({scaled}))"
 
 
 def limb_terms(v: str) -> list[str]:
-    """SQL of each limb (HUGEINT) of DOUBLE ``v``, lowest first: 0 where ``v`` is out of
-    range or NULL, so every expression stays finite whatever the row."""
-    kept = f"(CASE WHEN {in_range(v)} THEN {v} ELSE 0.0 END)"
-    sign = f"(CASE WHEN {kept} < 0 THEN -1 ELSE 1 END)"
-    # floor(|v|·2^(SCALE − 64·i)): |v|'s bits from 2^(64·i) up, an integer-valued DOUBLE
-    floors = [f"floor(abs({kept}) * {power(SCALE - 64 * i)})" for i in range(LIMBS)]
-    terms = [f"{floors[i]} - {floors[i + 1]} * {power(64)}" for i in range(LIMBS - 1)]
-    terms.append(floors[-1])
-    return [f"{sign} * CAST({t} AS HUGEINT)" for t in terms]
+    """SQL of each limb (HUGEINT) of DOUBLE ``v``, lowest first: finite for every value
+    (see the module docstring), NULL for NULL."""
+    magnitude = f"LEAST(abs({v}), {power(TOP)})"  # NaN and ±inf: 2^TOP
+    sign = f"(CASE WHEN {v} < 0 THEN -1 ELSE 1 END)"
+    low = f"fmod({magnitude} * {power(SCALE)}, {power(64)})"
+    middle = f"fmod(floor({magnitude} * {power(SCALE - 64)}), {power(64)})"
+    top = f"floor({magnitude} * {power(SCALE - 128)})"
+    return [f"CAST({t} AS HUGEINT) * {sign}" for t in (low, middle, top)]
 
 
 def rounded(limbs: list[str]) -> str:
-    """SQL: the DOUBLE nearest (ties to even) the exact sum Σ limbsᵢ·2^(64·i − SCALE),
-    ``limbs`` being HUGEINT sums of ``limb_terms`` (see the module docstring)."""
-    # carry[j] = floor(Σ_{i≤j} lᵢ·2^(64·i) / 2^(64·j)); the top one is H at the top level.
-    carry = [limbs[0]]
-    for limb in limbs[1:]:
-        carry.append(f"({limb} + ({carry[-1]} >> 64))")
-    levels = [carry[-1]]  # Hⱼ from the top down
-    for j in range(LIMBS - 2, -1, -1):
-        levels.append(f"({levels[-1]} * {_TWO_64} + ({carry[j]} & {_MASK}))")
-    cases = []
-    for depth, h in enumerate(levels[:-1]):
-        j = LIMBS - 1 - depth
-        below = " OR ".join(f"({carry[i]} & {_MASK}) <> 0" for i in range(j))
-        sticky = f"CASE WHEN {below} THEN 1 ELSE 0 END"
-        value = f"CAST(2 * {h} + {sticky} AS DOUBLE) * {power(64 * j - 1 - SCALE)}"
-        cases.append(f"WHEN abs({h}) >= {_STICKY_FROM} THEN {value}")
-    exact = f"CAST({levels[-1]} AS DOUBLE) * {power(-SCALE)}"
-    return f"(CASE {' '.join(cases)} ELSE {exact} END)"
+    """SQL: the DOUBLE nearest (ties to even) the exact sum (l₀ + l₁·2^64 + l₂·2^128)·2^-SCALE
+    of HUGEINT limb sums ``limbs`` (see the module docstring)."""
+    l0, l1, l2 = limbs
+    carry = f"({l1} + ({l0} >> 64))"  # floor((l₀ + l₁·2^64) / 2^64)
+    top = f"({l2} + ({carry} >> 64))"  # H₂
+    middle = f"({l2} * {_TWO_64} + {carry})"  # H₁, where |l₂| < 2^56
+    low = f"({l0} & {_LOW_64})"  # X mod 2^64
+    below_top = f"CASE WHEN ({carry} & {_LOW_64}) <> 0 OR {low} <> 0 THEN 1 ELSE 0 END"
+    below_middle = f"CASE WHEN {low} <> 0 THEN 1 ELSE 0 END"
+    # |l₁|, |l₀| < 2^104 (2^40 rows' limbs), so |l₂| ≥ 2^56 means |H₂| ≥ 2^54.
+    return (
+        f"(CASE WHEN abs({l2}) >= {2**56} "
+        f"THEN CAST(2 * {top} + {below_top} AS DOUBLE) * {power(127 - SCALE)} "
+        f"WHEN abs({middle}) >= {2**54} "
+        f"THEN CAST(2 * {middle} + {below_middle} AS DOUBLE) * {power(63 - SCALE)} "
+        f"ELSE CAST({middle} * {_TWO_64} + {low} AS DOUBLE) * {power(-SCALE)} END)"
+    )
+
+
+def total(v: str, weight: str | None = None, condition: str = "") -> str:
+    """SQL of an aggregate over rows: the exact sum of DOUBLE ``v`` (times ``weight``, SQL
+    of each row's copies, if given) rounded once, over rows where ``condition`` (a FILTER
+    clause, or ""). Where a value is out of range, DuckDB's SUM instead (over NaN and the
+    infinities it gives the same in any order); NULL over no value."""
+
+    def times(term: str) -> str:
+        return f"{term} * {weight}" if weight else term
+
+    sums = ", ".join(f"SUM({times(t)}){condition}" for t in limb_terms(v))
+    # The limbs' sums, bound once to a lambda's parameter, so each is written once.
+    limbs = [f"__ivm_l[{i + 1}]" for i in range(LIMBS)]
+    exact = f"list_transform([[{sums}]], lambda __ivm_l: {rounded(limbs)})[1]"
+    return (
+        f"CASE WHEN COUNT({v}){condition} = 0 THEN NULL "
+        f"WHEN bool_or(NOT {in_range(v)}){condition} THEN SUM({times(v)}){condition} "
+        f"ELSE {exact} END"
+    )

@@ -29,8 +29,9 @@ Two kinds (Materialize's accumulable-with-care and hierarchical reductions):
   value; for several, one of the answers DuckDB's order-dependent SUM gives, and
   never anything of rows since deleted (1e17 + 1 − 1e17 is 1, 99.9 alone is 99.9).
   Finite values out of range (below 2^-96's precision, 2^95 or beyond) are counted
-  apart too (``out``); a group holding any is flagged whenever a change touches it,
-  and its value is DuckDB's SUM over its live rows (state ``s``), until none is left.
+  apart too (``out``, which counts the non-finite ones as well); a group holding any
+  is flagged whenever a change touches it, and its value is DuckDB's SUM over its
+  live rows (state ``s``), until none is left.
 * ``Extreme``: MIN/MAX: the current extreme ``m`` and a count ``c`` of live rows
   holding it, never more than there are. A change improves on ``m`` only by
   inserting; its deletes matter only when they take every counted copy of ``m``,
@@ -220,8 +221,9 @@ def float_sum(average: bool, widen: bool) -> FloatSum:
         NON_NULL,
         Moment("up", f"CAST({{x}} > {BIGGEST} AS INTEGER)", "BIGINT"),
         Moment("down", f"CAST({{x}} < -{BIGGEST} OR isnan({{x}}) AS INTEGER)", "BIGINT"),
-        Moment("out", f"CAST(isfinite({v}) AND NOT {exact_sum.in_range(v)} AS INTEGER)",
-               "BIGINT"),
+        # Out of the limbs' range, the non-finite values too (their group's value does
+        # not depend on the sum while any of them is live).
+        Moment("out", f"CAST(NOT {exact_sum.in_range(v)} AS INTEGER)", "BIGINT"),
         *(Moment(f"l{i}", term, "HUGEINT") for i, term in enumerate(exact_sum.limb_terms(v))),
     )
     return FloatSum(moments, average=average, widen=widen)
