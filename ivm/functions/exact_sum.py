@@ -63,8 +63,8 @@ def in_range(v: str) -> str:
 def limb_terms(v: str) -> list[str]:
     """SQL of each limb (HUGEINT) of DOUBLE ``v``, lowest first: finite for every value
     (see the module docstring), NULL for NULL."""
-    magnitude = f"LEAST(abs({v}), {power(TOP)})"  # NaN and ±inf: 2^TOP
-    sign = f"(CASE WHEN {v} < 0 THEN -1 ELSE 1 END)"
+    magnitude = f"LEAST(abs({v}), {power(TOP)})"  # ±inf: 2^TOP; NaN and NULL too, but
+    sign = f"sign({v})"  # NaN's sign is 0 and NULL's NULL
     low = f"fmod({magnitude} * {power(SCALE)}, {power(64)})"
     middle = f"fmod(floor({magnitude} * {power(SCALE - 64)}), {power(64)})"
     top = f"floor({magnitude} * {power(SCALE - 128)})"
