@@ -11,10 +11,13 @@ and gives the exact sum of the live values rounded once.
   values (weights, cancellation, the range's ends) against Python's exact fractions;
 * the issue's query by hand, embedded and in Spark mode;
 * random CDC over views where a float aggregate decides rows (a comparison, a CAST,
-  ROUND, a GROUP BY key, a join key, DISTINCT, ORDER BY … LIMIT), with at most two
+  ROUND, a GROUP BY key, a join key, DISTINCT, ORDER BY … LIMIT, grouping sets, a
+  window), with at most two
   values per group (a key (cust, slot)), so DuckDB's own answer does not depend on
   its row order and every value, floats included, is compared exactly;
-* sabotage: a sum one ulp off is caught by a view that compares against it.
+* sabotage: a sum one ulp off is caught by a view that compares against it;
+* every path (running, per key over weighted rows or copies, plain SQL) gives the one
+  exact answer where DuckDB's varies with the order of the rows.
 """
 
 from __future__ import annotations
@@ -193,6 +196,12 @@ DECIDING = {
               "SUM(amount) AS s FROM orders GROUP BY cust) AS x ON o.amount = x.s",
     # the top customers by sum
     "top": "SELECT cust, SUM(amount) AS s FROM orders GROUP BY cust ORDER BY s DESC, cust LIMIT 2",
+    # grouping sets, a HAVING on their sums
+    "sets": "SELECT cust, slot, SUM(amount) AS s FROM orders GROUP BY GROUPING SETS ((cust), "
+            "(cust, slot)) HAVING SUM(amount) >= 99.9",
+    # a windowed average (recomputed per partition from its live rows)
+    "window": "SELECT cust, slot FROM (SELECT cust, slot, amount, AVG(amount) OVER "
+              "(PARTITION BY cust) AS a FROM orders) AS w WHERE amount > a",
 }
 
 
