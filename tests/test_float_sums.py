@@ -296,3 +296,15 @@ def test_every_path_gives_the_exact_sum() -> None:
                 assert got == expected, (name, got)
     finally:
         db.close()
+
+
+def test_duckdbs_own_float_sum_adds_in_order_without_compensation() -> None:
+    # What the harness and the docs say of DuckDB: SUM(DOUBLE) adds rows one by one in the
+    # order it reads them, AVG is that sum over the count, REAL is summed as DOUBLE.
+    db = duckdb.connect()
+    in_order = "SELECT SUM(x), AVG(x) FROM (SELECT unnest(?::DOUBLE[]) AS x)"
+    assert db.execute(in_order, [[0.1, 0.2, 0.3]]).fetchall() == [(0.6000000000000001,
+                                                                  0.20000000000000004)]
+    assert db.execute(in_order, [[0.3, 0.2, 0.1]]).fetchall() == [(0.6, 0.19999999999999998)]
+    assert db.execute(in_order, [[1e17, 1.0, -1e17]]).fetchall() == [(0.0, 0.0)]
+    assert db.execute("SELECT typeof(SUM(CAST(0.1 AS REAL)))").fetchall() == [("DOUBLE",)]
