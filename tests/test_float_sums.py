@@ -71,9 +71,9 @@ def _in_range(v: float) -> bool:
 
 EDGES = [
     99.9, 0.1, 0.2, 0.3, 1e17, -1e17, 1.0, 2.0**53, 2.0**-96, -(2.0**-96), 5e-14, -0.0,
-    math.nextafter(2.0**95, 0), -math.nextafter(2.0**95, 0), 3e28, -3e28, 2.0**94,
+    math.nextafter(2.0**93, 0), -math.nextafter(2.0**93, 0), 9e27, -9e27, 2.0**92,
     # out of range: DuckDB's SUM instead
-    2.0**95, 2.0**-97, 1e-20, 1e30, 5e-324, math.inf, -math.inf, math.nan,
+    2.0**93, 2.0**-97, 1e-20, 1e30, 5e-324, math.inf, -math.inf, math.nan,
 ]
 
 
@@ -93,7 +93,8 @@ def test_exact_sums_are_correctly_rounded() -> None:
                [(-(2.0**53), 1), (-1.0, 1), (-(2.0**-96), 1)],
                [(2.0**53, 1), (1.0, 1)],  # a tie: to even
                [(0.1, 1), (0.2, 1), (0.3, 1)], [(1e17, 1), (1.0, 1), (-1e17, 1)],
-               [(3e28, 7), (-3e28, 2), (1e-13, 1)], [(2.0**94, 3)], [(-(2.0**94), 2**40)]]
+               [(9e27, 7), (-9e27, 2), (1e-13, 1)], [(2.0**92, 3)], [(-(2.0**92), 2**40)],
+               [(math.nextafter(2.0**93, 0), 2**40), (0.1, 3)]]  # past 2^182: the top level
     db = duckdb.connect()
     db.execute("CREATE TABLE t (g INTEGER, v DOUBLE, w BIGINT)")
     db.executemany("INSERT INTO t VALUES (?, ?, ?)",

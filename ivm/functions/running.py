@@ -28,7 +28,7 @@ Two kinds (Materialize's accumulable-with-care and hierarchical reductions):
   and the value is their sum rounded once to the nearest DOUBLE: for one row, its
   value; for several, one of the answers DuckDB's order-dependent SUM gives, and
   never anything of rows since deleted (1e17 + 1 − 1e17 is 1, 99.9 alone is 99.9).
-  Finite values out of range (below 2^-96's precision, 2^95 or beyond) are counted
+  Finite values out of range (below 2^-96's precision, 2^93 or beyond) are counted
   apart too (``out``, which counts the non-finite ones as well); a group holding any
   is flagged whenever a change touches it, and its value is DuckDB's SUM over its
   live rows (state ``s``), until none is left.

@@ -99,7 +99,7 @@ def test_many_tiny_values_then_a_huge_one_deleted() -> None:
 
 
 def test_values_out_of_the_exact_range_read_their_group() -> None:
-    # 1e-20 has bits below 2^-96 and 1e30 is past 2^95: counted apart, and a group holding
+    # 1e-20 has bits below 2^-96 and 1e30 is past 2^93: counted apart, and a group holding
     # one is read from its rows whenever touched (DuckDB's SUM of them), until none is left.
     expected = [  # (SUM of group 1, groups recomputed) after each epoch
         (3.0, 0),
