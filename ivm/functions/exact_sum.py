@@ -75,7 +75,8 @@ def limb_terms(v: str) -> list[str]:
     floors = [f"floor({magnitude} * {power(SCALE - BITS * i)})" for i in range(LIMBS)]
     terms = [f"{floors[i]} - {floors[i + 1]} * {power(BITS)}" for i in range(LIMBS - 1)]
     terms.append(floors[-1])
-    return [f"CAST(CAST({t} AS BIGINT) AS HUGEINT) * {sign}" for t in terms]
+    # The sign applied in DOUBLE (exact) before the casts: a HUGEINT product costs more.
+    return [f"CAST(CAST({sign} * ({t}) AS BIGINT) AS HUGEINT)" for t in terms]
 
 
 def rounded(limbs: list[str]) -> str:
