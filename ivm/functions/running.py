@@ -31,7 +31,7 @@ Two kinds (Materialize's accumulable-with-care and hierarchical reductions):
   Finite values out of range (below 2^-96's precision, 2^93 or beyond) are counted
   apart too (``out``, which counts the non-finite ones as well); a group holding any
   is flagged whenever a change touches it, and its value is DuckDB's SUM over its
-  live rows (state ``s``), until none is left.
+  live rows, until none is left. State ``s`` holds the finite sum either way.
 * ``Extreme``: MIN/MAX: the current extreme ``m`` and a count ``c`` of live rows
   holding it, never more than there are. A change improves on ``m`` only by
   inserting; its deletes matter only when they take every counted copy of ``m``,
@@ -129,10 +129,13 @@ class FloatSum(Running):
         return replace(self, average=False)
 
     def state(self, arg_type: str) -> Named:
-        return (("s", "DOUBLE"),)  # DuckDB's sum of the live rows, where some is out of range
+        # The finite values' sum: the limbs' rounded once, or where some value is out of
+        # their range, DuckDB's SUM of the live rows (so SUM and AVG round once, together).
+        return (("s", "DOUBLE"),)
 
     def combine(self, old: Refs, part: Refs, new: Refs) -> dict[str, str]:
-        return {"s": "NULL"}  # read from the rows whenever it is needed
+        exact = exact_sum.rounded([new[f"l{i}"] for i in range(exact_sum.LIMBS)])
+        return {"s": f"CASE WHEN {new['out']} > 0 THEN NULL ELSE {exact} END"}
 
     def flag(self, new: Refs) -> str:
         # The value depends on the sum only where no NaN or infinity is live.
@@ -143,10 +146,7 @@ class FloatSum(Running):
         return {"s": f"COALESCE(SUM({value} * {w}) FILTER (WHERE isfinite({value})), 0.0)"}
 
     def finalize(self, new: Refs) -> str:
-        exact = exact_sum.rounded([new[f"l{i}"] for i in range(exact_sum.LIMBS)])
-        finite = f"CASE WHEN {new['out']} > 0 THEN {new['s']} ELSE {exact} END"
-        if self.average:
-            finite = f"({finite}) / {new['n']}"
+        finite = f"{new['s']} / {new['n']}" if self.average else new["s"]
         up, down = new["up"], new["down"]
         return (
             f"CASE WHEN {new['n']} = 0 THEN NULL "
