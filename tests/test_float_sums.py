@@ -177,8 +177,8 @@ PAIRS = ("CREATE TABLE orders (cust INTEGER, slot INTEGER, amount DOUBLE, "
 PAIR_DOMAINS = {
     "orders.cust": (0, 1, 2, 3, 4, 5),
     "orders.slot": (0, 1),
-    # sums that round (99.9 + 0.1), cancel (1e17 − 1e17 + 1 is not one group's: two
-    # rows at most) or are exact; an update churns a group's running state.
+    # sums that round (99.9 + 0.1, 1/3 + 0.1), cancel (1e17 − 1e17) or are exact; updates
+    # and deletes churn a group while its sum rounds, as in the issue.
     "orders.amount": (99.9, 0.1, 0.2, 0.3, 99.9, 0.1, 1e17, -1e17, 1.0, 0.0, 2.5, 1 / 3),
 }
 DECIDING = {
