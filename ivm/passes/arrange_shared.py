@@ -18,7 +18,7 @@ from collections import Counter
 from ivm.circuit.circuit import Circuit
 from ivm.operators.arrange import Arrange, Arrangement
 from ivm.operators.base import Operator
-from ivm.operators.join import DeltaJoin
+from ivm.operators.join import fused_join
 
 
 def arrange_shared(circuit: Circuit, partitioned: bool = False) -> Circuit:
@@ -27,7 +27,7 @@ def arrange_shared(circuit: Circuit, partitioned: bool = False) -> Circuit:
         return circuit
     reads: Counter[str] = Counter(i.fingerprint for op in circuit.operators for i in op.inputs)
     shared = {op.fingerprint for op in circuit.operators
-              if reads[op.fingerprint] > 1 and _fused_join(op)}
+              if reads[op.fingerprint] > 1 and fused_join(op)}
     if not shared:
         return circuit
     done: dict[str, Operator] = {}
@@ -38,12 +38,3 @@ def arrange_shared(circuit: Circuit, partitioned: bool = False) -> Circuit:
             rebuilt = Arrangement(Arrange(rebuilt.schema, rebuilt.node), (rebuilt,))
         done[op.fingerprint] = rebuilt
     return Circuit.of(circuit.view, done[circuit.output.fingerprint])
-
-
-def _fused_join(op: Operator) -> bool:
-    """True when ``op`` is a join, or fused SQL above one (no state in between)."""
-    if isinstance(op, DeltaJoin):
-        return True
-    if op.traces() or not op.inputs:
-        return False
-    return any(_fused_join(i) for i in op.inputs)

@@ -12,7 +12,8 @@ them one join condition. EXISTS / IN filters are ``semi_joins.semi_join`` /
   rather than on L itself reads L once, and stacked value subqueries stay small;
 * ``theta_matches``: the distinct L rows some inner row matches under a theta condition
   (``semi_joins.matched_rows``), flagged, for ``left_join_unique``;
-* ``cross_join_one_row``: L × A where A has exactly one row (a global aggregate).
+* ``cross_join_one_row``: L × A where A has exactly one row (a global aggregate), the
+  one-row relations of consecutive subqueries gathered in one ``Product``.
 
 Every function takes and returns logical plans whose columns are unique across their
 inputs (``alias.column``).
@@ -26,9 +27,12 @@ from sqlglot import exp
 
 from ivm.operators.difference import Difference
 from ivm.operators.distinct import Distinct
+from ivm.operators.join import Join
+from ivm.operators.product import Product
 from ivm.operators.project import Project
 from ivm.operators.union_all import UnionAll
 from ivm.plan.node import Plan
+from ivm.schema import Schema
 from ivm.sql_frontend.planner.context import Context
 from ivm.sql_frontend.planner.naming import ref
 from ivm.sql_frontend.planner.semi_joins import and_all, join, matched_rows, project
@@ -96,5 +100,22 @@ def left_join_unique(
 
 
 def cross_join_one_row(ctx: Context, outer: Plan, inner: Plan) -> Plan:
-    """``outer`` × ``inner``, where ``inner`` always has exactly one row."""
-    return join(ctx, outer, inner, None)
+    """``outer`` × ``inner``, where ``inner`` always has exactly one row: ``outer`` joined
+    to a ``Product`` of one-row relations. When ``outer`` is such a join already (the
+    values of the subqueries before), ``inner`` joins its product instead: n uncorrelated
+    subqueries make one product of n inputs under one join, whose SQL grows linearly
+    with n (a chain of n binary joins re-reads every change below it at every level)."""
+    if (
+        isinstance(outer, Join) and outer.condition is None and len(outer.relations) == 2
+        and isinstance(outer.relations[1], Product)
+    ):
+        base, product = outer.relations
+        relations = (*product.relations, inner)
+    else:
+        base, relations = outer, (inner,)
+    # Typed without asking DuckDB: a product's columns are its inputs' (describing each
+    # growing product again would make planning quadratic in the number of subqueries).
+    columns = tuple(c for r in relations for c in r.schema.columns)
+    combined = Product(schema=Schema(columns), relations=relations)
+    schema = Schema(base.schema.columns + columns)
+    return Join(schema=schema, relations=(base, combined), condition=None)
