@@ -217,6 +217,24 @@ def test_unsupported_placements_are_refused(sql: str, construct: str) -> None:
         db.execute(f"CREATE VIEW v AS {sql}")
 
 
+def test_unnamed_subquery_items_may_be_ordered_by_position() -> None:
+    """``ORDER BY 2`` naming an unnamed subquery item once escaped from sqlglot's qualify
+    as a bare AssertionError."""
+    harness = Harness(TABLES, DOMAINS)
+    try:
+        harness.create_views({
+            "by_position": "SELECT id, (SELECT COUNT(*) FROM r WHERE r.k = l.k) FROM l "
+                           "ORDER BY 2 DESC, 1 LIMIT 2",
+            "unordered": "SELECT id, (SELECT MAX(y) FROM r) FROM l ORDER BY 2, 1",
+        })
+        _script(harness, [
+            {"l": [("insert", (1, 1, 0)), ("insert", (2, 2, 0)), ("insert", (3, 3, 0))]},
+            {"r": [("insert", (2, 1)), ("insert", (2, 2)), ("insert", (3, 0))]},
+        ])
+    finally:
+        harness.close()
+
+
 SPARK_VIEWS = {
     "count": "SELECT id, (SELECT COUNT(*) FROM r WHERE r.k = l.k) AS n, "
              "x > (SELECT MAX(y) FROM r) AS g FROM l",
