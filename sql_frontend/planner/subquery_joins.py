@@ -73,6 +73,33 @@ def _outer_keys(ctx: Context, outer: Plan, pairs: Pairs) -> tuple[Plan, Pairs]:
     return keys, [(e, f"{c}#o") for e, c in pairs]
 
 
+def outer_values(
+    ctx: Context, outer: Plan, on: exp.Expression, prefix: str
+) -> tuple[Plan, exp.Expression, Pairs]:
+    """The distinct values of the columns of ``outer`` that the correlation ``on`` reads
+    (Neumann and Kemper's "magic set" D, a Distinct), ``on`` rewritten over D instead of
+    ``outer``, and the null-safe pairs joining ``outer`` back to D's columns renamed
+    ``prefix<j>`` (``left_join_unique`` builds the same D from them, so it is one node).
+    A subquery correlated by any condition is then computed once per distinct value:
+    D ⋈_on inner, grouped or made distinct by D's columns."""
+    read: dict[str, None] = {}
+    for column in on.find_all(exp.Column):
+        if column.name in outer.schema.names:
+            read.setdefault(column.name, None)
+    back: list[tuple[exp.Expression, str]] = [
+        (ref(name), f"{prefix}{j}") for j, name in enumerate(read)
+    ]
+    keys, key_pairs = _outer_keys(ctx, outer, back)
+    renamed = {name: key for (_, key), name in zip(key_pairs, read, strict=True)}
+
+    def swap(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Column) and node.name in renamed:
+            return ref(renamed[node.name], node)
+        return node
+
+    return keys, on.copy().transform(swap), back
+
+
 def left_join_unique(
     ctx: Context, outer: Plan, inner: Plan, pairs: Pairs, null_safe: bool = False
 ) -> Plan:
