@@ -23,6 +23,7 @@ from ivm.sql_frontend.planner.subqueries import (
     has_subquery,
     hoist_join_subqueries,
     plan_where,
+    values_before_grouping,
     with_values,
 )
 from ivm.sql_frontend.planner.top_k import limited, ordering_of
@@ -49,6 +50,7 @@ def plan_select(ctx: Context, node: exp.Select, scope: Scope) -> Plan:
     having = node.args.get("having")
     group = node.args.get("group")
     if group is not None or having is not None or any(has_aggregate(e) for _, e in raw):
+        plan, raw, group, having = values_before_grouping(ctx, plan, raw, group, having, scope)
         holders = Holders(ctx)
         outputs = [(name, rename_columns(holders.take(e))) for name, e in raw]
         positions = {i + 1: e for i, (_, e) in enumerate(outputs)}

@@ -30,11 +30,11 @@ from ivm.operators.join import conjuncts
 from ivm.operators.project import Project
 from ivm.plan.node import Plan
 from ivm.sql_frontend.planner import subquery_joins as sj
-from ivm.sql_frontend.planner.aggregate_calls import has_aggregate
+from ivm.sql_frontend.planner.aggregate_calls import calls_in, has_aggregate
 from ivm.sql_frontend.planner.context import Context, Scope
 from ivm.sql_frontend.planner.decorrelate import Inner, Resolve, decorrelate, one_value
 from ivm.sql_frontend.planner.decorrelate import plan_resolver as plan_resolver
-from ivm.sql_frontend.planner.grouping import plan_aggregation
+from ivm.sql_frontend.planner.grouping import plan_aggregation, sql_text
 from ivm.sql_frontend.planner.naming import ref, rename_columns
 from ivm.sql_frontend.planner.semi_joins import anti_join, semi_join
 from ivm.sql_frontend.planner.semi_joins import join as join_plans
@@ -390,6 +390,62 @@ def _case(whens: list[tuple[exp.Expression, exp.Expression]], default: exp.Expre
         case = case.when(condition, value, copy=False)
     return case.else_(default, copy=False)
 
+
+
+def values_before_grouping(
+    ctx: Context,
+    plan: Plan,
+    outputs: list[tuple[str, exp.Expression]],
+    group: exp.Group | None,
+    having: exp.Having | None,
+    scope: Scope,
+) -> tuple[Plan, list[tuple[str, exp.Expression]], exp.Group | None, exp.Having | None]:
+    """Subqueries a grouped query evaluates per input row: inside an aggregate call's
+    arguments (or FILTER) and in GROUP BY. Each is joined to ``plan`` (the rows before
+    they are grouped) and replaced by its value there, and also wherever the same
+    subquery stands outside a call (a SELECT item repeating a GROUP BY subquery then
+    reads that key). The others are left to ``Holders`` (evaluated per group)."""
+    per_row: dict[str, exp.Expression] = {}
+    keys = group.expressions if group is not None else []
+    for expression in [*keys, *(e for _, e in outputs), *([having.this] if having else [])]:
+        roots = [expression] if any(expression is k for k in keys) else calls_in(expression)
+        for root in roots:
+            for node in _constructs(root):
+                per_row.setdefault(sql_text(node), node)
+    if not per_row:
+        return plan, outputs, group, having
+    resolve = plan_resolver(plan)
+    values: dict[str, exp.Expression] = {}
+    for text, node in per_row.items():
+        plan, values[text] = value_of(ctx, plan, node, scope, resolve)
+
+    def replaced(expression: exp.Expression) -> exp.Expression:
+        holder = exp.Paren(this=expression.copy())
+        for node in list(_constructs(holder)):
+            if sql_text(node) in values:
+                node.replace(exp.Paren(this=values[sql_text(node)].copy()))
+        return holder.this
+
+    outputs = [(name, replaced(e)) for name, e in outputs]
+    if group is not None:
+        group = group.copy()
+        group.set("expressions", [replaced(k) for k in group.expressions])
+    if having is not None:
+        having = exp.Having(this=replaced(having.this))
+    return plan, outputs, group, having
+
+
+def _constructs(expression: exp.Expression) -> list[exp.Expression]:
+    """The outermost subquery constructs of ``expression`` (not those inside another)."""
+    found: list[exp.Expression] = []
+    stack = [expression]
+    while stack:
+        node = stack.pop()
+        if is_construct(node):
+            found.append(node)
+            continue
+        stack.extend(node.iter_expressions())
+    return found
 
 
 class Holders:
