@@ -30,7 +30,7 @@ from ivm.operators.join import conjuncts
 from ivm.operators.project import Project
 from ivm.plan.node import Plan
 from ivm.sql_frontend.planner import subquery_joins as sj
-from ivm.sql_frontend.planner.aggregate_calls import calls_in, has_aggregate
+from ivm.sql_frontend.planner.aggregate_calls import calls_in, determined_picks, has_aggregate
 from ivm.sql_frontend.planner.context import Context, Scope
 from ivm.sql_frontend.planner.decorrelate import Inner, Resolve, decorrelate, one_value
 from ivm.sql_frontend.planner.decorrelate import plan_resolver as plan_resolver
@@ -405,8 +405,15 @@ def values_before_grouping(
     they are grouped) and replaced by its value there, and also wherever the same
     subquery stands outside a call (a SELECT item repeating a GROUP BY subquery then
     reads that key). The others are left to ``Holders`` (evaluated per group)."""
-    per_row: dict[str, exp.Expression] = {}
+    plain = group is None or not any(
+        group.args.get(a) for a in ("grouping_sets", "rollup", "cube", "all"))
     keys = group.expressions if group is not None else []
+    outputs = [(n, determined_picks(e, keys if plain else None, ctx.locator))
+               for n, e in outputs]
+    if having is not None:
+        having = exp.Having(this=determined_picks(having.this, keys if plain else None,
+                                                  ctx.locator))
+    per_row: dict[str, exp.Expression] = {}
     for expression in [*keys, *(e for _, e in outputs), *([having.this] if having else [])]:
         roots = [expression] if any(expression is k for k in keys) else calls_in(expression)
         for root in roots:

@@ -10,7 +10,12 @@ from __future__ import annotations
 from sqlglot import exp
 
 from ivm.errors import UnsupportedSQL
-from ivm.sql_frontend.planner.aggregate_calls import check_not_nested, is_call, take_apart
+from ivm.sql_frontend.planner.aggregate_calls import (
+    check_not_nested,
+    is_call,
+    is_pick_call,
+    take_apart,
+)
 from ivm.sql_frontend.planner.temporal_joins import is_temporal_join
 from ivm.sql_frontend.planner.values import check_values
 from ivm.sql_frontend.planner.windows import check_window
@@ -54,7 +59,7 @@ def reject_unsupported(tree: exp.Expression, locator: Locator) -> None:
             check_values(node, locator)
         if isinstance(node, exp.Window):
             check_window(node, locator)
-        if is_call(node):
+        if is_call(node) and not is_pick_call(node):
             take_apart(node, locator)
             check_not_nested(node, locator)
         if isinstance(node, VOLATILE) or (
