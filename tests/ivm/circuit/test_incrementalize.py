@@ -22,9 +22,9 @@ from ivm.operators.group_recompute import GroupRecompute
 from ivm.operators.guard import Guard
 from ivm.operators.invertible_aggregate import InvertibleAggregate
 from ivm.operators.join import DeltaJoin, Join
+from ivm.operators.product import Product
 from ivm.operators.project import Project, ProjectOperator
 from ivm.operators.recursive import Feedback, Imported
-from ivm.operators.product import Product
 from ivm.operators.registry import REGISTRY
 from ivm.operators.running_aggregate import RunningAggregate
 from ivm.operators.scan import Scan, Source
