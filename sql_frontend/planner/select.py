@@ -15,17 +15,15 @@ from ivm.sql_frontend.planner.context import Context, Scope
 from ivm.sql_frontend.planner.ctes import with_ctes
 from ivm.sql_frontend.planner.decorrelate import Resolve
 from ivm.sql_frontend.planner.from_clause import plan_from
+from ivm.sql_frontend.planner.grouped_subqueries import (
+    Holders,
+    hoist_join_subqueries,
+    values_before_grouping,
+)
 from ivm.sql_frontend.planner.grouping import plan_aggregation, sql_text
 from ivm.sql_frontend.planner.grouping_sets import grouping_sets
 from ivm.sql_frontend.planner.naming import ref, rename_columns, unique_names
-from ivm.sql_frontend.planner.subqueries import (
-    Holders,
-    has_subquery,
-    hoist_join_subqueries,
-    plan_where,
-    values_before_grouping,
-    with_values,
-)
+from ivm.sql_frontend.planner.subqueries import has_subquery, plan_where, with_values
 from ivm.sql_frontend.planner.top_k import limited, ordering_of
 from ivm.sql_frontend.planner.windows import distinct_on, plan_windows, window_operands
 
