@@ -51,6 +51,7 @@ from ivm.storage.traces import Compactor
 from ivm.views.ddl import Ddl
 from ivm.views.definitions import TableInfo, ViewDef, ViewInfo, table_info, view_info
 from ivm.views.diagnose import ViewFailed
+from ivm.views.explaining import explain_text
 from ivm.views.ingest import Ingest
 from ivm.views.saved_indexes import SavedIndexes
 from ivm.views.state_file import claim, open_state, release
@@ -295,28 +296,9 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
         circuit = self._views[view].circuit
         if not analyze:
             return circuit.explain()
-        profile = self.last_profile
-        if profile is None:
-            return circuit.explain() + "\nno epoch has run since this session opened"
-        header, tree = circuit.explain(lambda op: profile.annotation(view, op.fingerprint)).split(
-            "\n", 1
+        return explain_text(
+            view, circuit, self.last_profile, self.arrangements.sizes(), self.names
         )
-        text = f"{profile.summary(view)}\n{header}{profile.output(view)}\n{tree}"
-        return text + "".join(f"\n{line}" for line in self._arrangement_lines(view))
-
-    def _arrangement_lines(self, view: str) -> list[str]:
-        """What ``explain(analyze=True)`` says of the arrangements ``view`` reads."""
-        sizes = [s for s in self.arrangements.sizes() if view in s.readers]
-        if not sizes:
-            return []
-        lines = ["arrangements read (in memory; one per trace and key, shared):"]
-        for size in sorted(sizes, key=lambda s: (s.table, s.key)):
-            readers = ", ".join(repr(r) for r in size.readers)
-            lines.append(
-                f"  {self.names.describe(size.table)} by ({', '.join(size.key)}): "
-                f"{size.entries:,} entries, {size.bytes / 1e6:,.1f} MB; read by {readers}"
-            )
-        return lines
 
     def plain_sql(self, view: str) -> str:
         """The view's logical plan as one ordinary DuckDB query over its tables and views:
