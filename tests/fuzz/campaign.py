@@ -112,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.n is None and args.minutes is None:
         args.n = 200
     start = args.start if args.start is not None else int(time.time()) % 10_000_000 * 1000
-    console = Console()
+    console = Console(width=200)
     console.print(f"fuzzing from seed {start}: "
                   f"{args.n or '∞'} queries, {args.minutes or '∞'} minutes")
 
