@@ -309,5 +309,6 @@ class Drive:
             if not reproduced:
                 result = Result(name, result.sql, Outcome.INTERNAL,
                                 f"fails only beside other views ({sorted(live)}): "
-                                f"{first_line(failure.error, 4000)}", len(rest))
+                                f"{first_line(failure.error, 4000)}", len(rest),
+                                history=list(replay))
             self.results[name] = result
