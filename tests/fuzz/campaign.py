@@ -22,10 +22,11 @@ if __package__ in (None, ""):  # run as a script: the tests folder on the path
     sys.path[:0] = [str(Path(__file__).resolve().parents[1]),
                     str(Path(__file__).resolve().parents[2])]
 
-from fuzz.driver import FAILURES, Drive, Outcome, Result
-from fuzz.generator import DDL, schema_connection, valid_query
 from hypothesis import HealthCheck, Phase, assume, given, seed, settings
 from hypothesis import strategies as st
+
+from fuzz.driver import FAILURES, Drive, Outcome, Result
+from fuzz.generator import DDL, schema_connection, valid_query
 
 GROUP = 8
 """Queries per session: one session's epochs check all of them."""

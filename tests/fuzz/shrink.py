@@ -27,9 +27,10 @@ if __package__ in (None, ""):
 
 import duckdb
 import sqlglot
-from fuzz.driver import Drive, Outcome, Result
 from oracle.harness import Epoch
 from sqlglot import expressions as exp
+
+from fuzz.driver import Drive, Outcome, Result
 
 Signature = tuple[Outcome, str]
 
@@ -87,6 +88,11 @@ def shrink(ddl: Sequence[str], queries: dict[str, str], epochs: Sequence[Epoch],
     changed = True
     while changed:
         changed = False
+        for name in list(queries) if len(queries) > 1 else ():
+            trial = {n: q for n, q in queries.items() if n != name}
+            if _fails(ddl, trial, epochs, want, warmup):
+                queries, changed = trial, True
+                log(f"dropped {name}")
         for name in list(queries):
             seen = set()
             for variant in _variants(queries[name]):
@@ -101,13 +107,6 @@ def shrink(ddl: Sequence[str], queries: dict[str, str], epochs: Sequence[Epoch],
                 if _fails(ddl, trial, epochs, want, warmup):
                     queries, changed = trial, True
                     log(f"{name}: {variant}")
-                    break
-        if len(queries) > 1 and not changed:
-            for name in list(queries):
-                trial = {n: q for n, q in queries.items() if n != name}
-                if _fails(ddl, trial, epochs, want, warmup):
-                    queries, changed = trial, True
-                    log(f"dropped {name}")
                     break
     i = len(epochs) - 1
     while i >= 0:

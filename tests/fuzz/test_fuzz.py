@@ -11,10 +11,11 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
 import pytest
+from oracle.harness import Epoch
+
 from fuzz.campaign import GROUP, run_seeds
 from fuzz.driver import Drive, Outcome
 from fuzz.generator import DDL, generate, schema_connection, valid_query
-from oracle.harness import Epoch
 
 QUICK_GROUPS = (1000, 1024, 1064, 1072, 1080)
 """First seeds of groups of ``GROUP`` seeds whose every query passes (seeds found

@@ -35,7 +35,8 @@ if __package__ in (None, ""):
 
 import duckdb
 from fuzz.driver import FAILURES, Drive, Outcome, Result
-from oracle.harness import FORMATS, Epoch, Row, TableChange
+from oracle.harness import FORMATS, Epoch, Row, TableChange, table_specs
+
 from slt.parser import parse, read_text
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
@@ -114,6 +115,7 @@ def states(text: str) -> Iterator[tuple[State, int]]:
 
 def cdc_epochs(state: State, tables: Sequence[str], rng: random.Random) -> list[Epoch]:
     """Three epochs of inserts, four of random changes, one restoring the data."""
+    specs = table_specs([state.tables[t] for t in tables])
     live = {t: [] for t in tables}
     out: list[list[tuple[str, list]]] = []
     parts = {t: [list(state.rows[t][i::3]) for i in range(3)] for t in tables}
@@ -135,10 +137,12 @@ def cdc_epochs(state: State, tables: Sequence[str], rng: random.Random) -> list[
             for _ in range(rng.randint(0, max(1, len(rows) // 3))):
                 if rows:
                     ops.append(("delete", rows.pop(rng.randrange(len(rows)))))
-            if rows and rng.random() < 0.5:
+            free = [i for i, c in enumerate(specs[t].columns)
+                    if c.name not in specs[t].primary_key]
+            if rows and free and rng.random() < 0.5:
                 old = rows.pop(rng.randrange(len(rows)))
-                donor = rng.choice(state.rows[t])
-                new = tuple(o if i == 0 else d for i, (o, d) in enumerate(zip(old, donor)))
+                j = rng.choice(free)
+                new = (*old[:j], rng.choice(state.rows[t])[j], *old[j + 1:])
                 if new not in rows and new not in state.rows[t]:
                     ops.append(("update", old, new))
                     rows.append(new)
