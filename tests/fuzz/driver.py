@@ -293,22 +293,34 @@ class Drive:
         self._end(harness, name, Outcome.INTERNAL,
                   f"epoch {number}: {first_line(error, 4000)}\n{epoch!r}", number)
 
+    def _replay(self, names: Sequence[str], replay: list[Epoch], warm: int
+                ) -> dict[str, Result]:
+        queries = {n: self.queries[n] for n in names}
+        return Drive(self.ddl, queries, lambda _h, i: replay[i], len(replay) - warm, warm,
+                     self.slow, self.hard, self.domains).run()
+
     def _isolate(self, history: list[Epoch], failure: Isolate) -> None:
-        """Run each view still live alone through the epochs up to the failing one."""
-        warm, rest = history[: self.warmup], history[self.warmup: failure.index + 1]
-        replay = [*warm, *rest]
+        """Run each view still live alone through the epochs up to the failing one; when
+        none fails alone, find the fewest views that still fail together (dropping one
+        view at a time): those end as internal errors, the others as they did alone."""
+        replay = history[: failure.index + 1]
+        warm = min(self.warmup, len(replay))
         live = [n for n in self.queries if n not in self.results]
         alone = {}
         for name in live:
-            single = Drive(self.ddl, {name: self.queries[name]},
-                           lambda _h, i: replay[i], len(rest), len(warm), self.slow, self.hard,
-                           self.domains)
-            alone[name] = single.run()[name]
-        reproduced = any(r.outcome != Outcome.EXACT for r in alone.values())
-        for name, result in alone.items():
-            if not reproduced:
-                result = Result(name, result.sql, Outcome.INTERNAL,
-                                f"fails only beside other views ({sorted(live)}): "
-                                f"{first_line(failure.error, 4000)}", len(rest),
-                                history=list(replay))
-            self.results[name] = result
+            alone.update(self._replay([name], replay, warm))
+        if all(r.outcome == Outcome.EXACT for r in alone.values()):
+            culprits = list(live)
+            for name in live:
+                trial = [n for n in culprits if n != name]
+                if len(trial) > 1 and any(
+                        "only beside" in r.detail or r.outcome != Outcome.EXACT
+                        for r in self._replay(trial, replay, warm).values()):
+                    culprits = trial
+            for name in culprits:
+                others = [n for n in culprits if n != name]
+                alone[name] = Result(name, self.queries[name], Outcome.INTERNAL,
+                                     f"fails only beside other views ({others}): "
+                                     f"{first_line(failure.error, 4000)}",
+                                     len(replay) - warm, history=list(replay))
+        self.results.update(alone)

@@ -80,3 +80,21 @@ def test_order_by_position_of_a_subquery() -> None:
     maintained_or_refused(
         {"v": "SELECT a, (SELECT count(*) FROM t3 AS x WHERE x.b = t3.b) FROM t3 ORDER BY 2"},
         [inserts(t3=[T3, T3B])])
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="F4: a view reads a shared operator's trace under its own name")
+def test_two_views_sharing_an_operator() -> None:
+    maintained_or_refused({
+        "a": "SELECT q4.k FROM t1 AS q2 RIGHT JOIN t3 AS q3 ON q3.d "
+             "ASOF LEFT JOIN t1 AS q4 ON q3.b <= q4.b",
+        "b": "SELECT q2.x FROM t1 AS q2 SEMI JOIN t3 AS q3 ON q3.d",
+    }, [inserts(t3=[(None, 5, "b", Decimal("1.50"), True), (4, 3, "a", Decimal("-3.10"), True),
+                    (3, 2, "c", Decimal("10.00"), None)])])
+
+
+def test_each_of_those_views_alone_is_exact() -> None:
+    epoch = inserts(t3=[(None, 5, "b", Decimal("1.50"), True), (3, 2, "c", Decimal("10.00"), None)])
+    maintained_or_refused({"a": "SELECT q4.k FROM t1 AS q2 RIGHT JOIN t3 AS q3 ON q3.d "
+                                "ASOF LEFT JOIN t1 AS q4 ON q3.b <= q4.b"}, [epoch])
+    maintained_or_refused({"b": "SELECT q2.x FROM t1 AS q2 SEMI JOIN t3 AS q3 ON q3.d"}, [epoch])
