@@ -98,10 +98,10 @@ class Generator:
 
     # -- expressions ----------------------------------------------------------------------
 
-    def literal(self, t: str) -> str:
+    def literal(self, t: str, null: float = 0.08) -> str:
         if t == "flt":
             t = "dbl"
-        if self.p(0.08):
+        if self.p(null):
             return f"CAST(NULL AS {SQL_TYPE[t]})"
         return self.pick(LITERALS[t])
 
@@ -168,7 +168,7 @@ class Generator:
         """A boolean over ``scope`` (subqueries may read ``outer`` too, when not None)."""
         choice = self.rng.random()
         if depth < 2 and self.spend() and choice < 0.25:
-            op = self.pick(["AND", "AND", "OR"])
+            op = self.pick(["AND", "OR"])
             left = self.pred(scope, depth + 1, outer)
             text = f"({left} {op} {self.pred(scope, depth + 1, outer)})"
             return f"(NOT {text})" if self.p(0.1) else text
@@ -183,11 +183,15 @@ class Generator:
                 return self.pick([col, f"(NOT {col})", f"{col} IS NULL"])
             t = "int"
         left = self.expr(scope, t, depth + 1)
+        if not any(c.ref in left for c in scope) and (col := self.column(scope, t)):
+            left = col  # a comparison of constants filters everything or nothing
         kind = self.rng.random()
         if kind < 0.12:
             return f"{left} IS {self.pick(['', 'NOT '])}NULL"
         if kind < 0.2:
-            return f"{left} IS {self.pick(['', 'NOT '])}DISTINCT FROM {self.expr(scope, t, 1)}"
+            right = self.expr(scope, t, 1)
+            right = self.literal(t, null=0.3) if right == left else right
+            return f"{left} IS {self.pick(['', 'NOT '])}DISTINCT FROM {right}"
         if kind < 0.3:
             items = ", ".join(self.literal(t) for _ in range(self.rng.randint(1, 3)))
             return f"{left} {self.pick(['', 'NOT '])}IN ({items})"
@@ -196,9 +200,12 @@ class Generator:
         if kind < 0.42 and t == "str":
             pattern = self.pick(["'a%'", "'%b'", "'_'", "''"])
             return f"{left} LIKE {pattern}"
-        rt = self.pick(NUMERIC) if t in NUMERIC else t
+        rt = self.pick(NUMERIC) if t in NUMERIC and self.p(0.3) else t
         op = self.pick(["=", "<>", "<", "<=", ">", ">="])
-        return f"{left} {op} {self.expr(scope, rt, depth + 1)}"
+        right = self.literal(rt, 0.02) if self.p(0.5) else self.expr(scope, rt, depth + 1)
+        if right == left:  # x > x: never true
+            right = self.literal(rt, 0.02)
+        return f"{left} {op} {right}"
 
     # -- subqueries -----------------------------------------------------------------------
 
@@ -206,6 +213,9 @@ class Generator:
         """An equality between an inner and an outer column of one family."""
         pairs = [(i, o) for i in inner for o in outer
                  if family(i.type) == family(o.type) and i.type not in ("bool", "flt")]
+        same = [(i, o) for i, o in pairs if i.type == o.type]
+        if same and self.p(0.85):
+            pairs = same  # DECIMAL = INTEGER rarely matches on the harness's values
         if not pairs:
             return None
         i, o = self.pick(pairs)
@@ -342,7 +352,7 @@ class Generator:
 
     def select(self, depth: int, want: list[str] | None = None, top: bool = False) -> Select:
         from_sql, scope = self.from_clause(depth)
-        where = f" WHERE {self.pred(scope, 0)}" if self.p(0.5) else ""
+        where = f" WHERE {self.pred(scope, 0)}" if self.p(0.4) else ""
         types = want or [self.scope_type(scope, top) for _ in range(self.rng.randint(1, 3))]
         mode = self.pick(["plain", "plain", "grouped", "grouped", "window", "distinct",
                           "distinct_on"])

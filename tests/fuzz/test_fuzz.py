@@ -40,6 +40,29 @@ def test_generator_is_deterministic_and_mostly_valid() -> None:
     assert rejected < 30, f"{rejected} of 100 seeds' first drafts rejected by DuckDB"
 
 
+def test_the_driver_tells_wrong_from_internal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sabotage: a read that loses a row is wrong; a read that raises is internal."""
+    import ivm
+
+    views = {"v": "SELECT a, b FROM t3", "w": "SELECT s FROM t3"}
+    epochs = [inserts(t3=[T3, T3B])]
+    real = ivm.Session.read
+
+    def lossy(self, name):  # noqa: ANN001, ANN202
+        table = real(self, name)
+        if name == "v":
+            return table.slice(0, max(table.num_rows - 1, 0))
+        if name == "w" and table.num_rows:
+            raise RuntimeError("sabotage")
+        return table
+
+    monkeypatch.setattr(ivm.Session, "read", lossy)
+    results = Drive(DDL, views, lambda _h, i: epochs[i], 1).run()
+    assert results["v"].outcome == Outcome.WRONG
+    assert results["w"].outcome == Outcome.INTERNAL
+    assert "sabotage" in results["w"].detail
+
+
 # -- reproductions of failures the fuzzer and sqllogictest found ---------------------------
 
 T1 = (1, 2, 3, "a", 0.5, Decimal("1.50"))
