@@ -144,8 +144,14 @@ class Drive:
     domains: Mapping[str, Sequence[Any]] | None = None
 
     def run(self) -> dict[str, Result]:
-        harness = Harness(list(self.ddl), self.domains)
         self.results: dict[str, Result] = {}
+        try:
+            harness = Harness(list(self.ddl), self.domains)
+        except Exception as error:  # noqa: BLE001 - the tables themselves are refused
+            outcome = (Outcome.REFUSED if isinstance(error, ivm.UnsupportedSQL)
+                       else Outcome.INTERNAL)
+            return {n: Result(n, q, outcome, f"the tables: {first_line(error)}")
+                    for n, q in self.queries.items()}
         self.slowest: dict[str, float] = {}
         self.rows: dict[str, int] = {}
         try:
