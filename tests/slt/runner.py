@@ -130,8 +130,10 @@ def cdc_epochs(state: State, tables: Sequence[str], rng: random.Random) -> list[
     for _ in range(4):
         epoch = []
         for t in rng.sample(list(tables), rng.randint(1, len(tables))):
-            ops, rows = [], live[t]
-            gone = [r for r in state.rows[t] if rows.count(r) < state.rows[t].count(r)]
+            ops, rows, spec = [], live[t], specs[t]
+            taken = {spec.key(r) for r in rows} if spec.primary_key else set()
+            gone = [r for r in state.rows[t] if rows.count(r) < state.rows[t].count(r)
+                    and (not spec.primary_key or spec.key(r) not in taken)]
             for r in rng.sample(gone, min(len(gone), rng.randint(0, 3))):
                 ops.append(("insert", r))
                 rows.append(r)
@@ -246,8 +248,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         tally = Counter(r.outcome for r in run.results)
         total.update(tally)
         total["rejected"] += run.rejected
-        table.add_row(run.script, *(str(tally[o]) for o in Outcome), str(run.rejected),
-                      f"{time.monotonic() - began:.0f}")
+        row = (run.script, *(str(tally[o]) for o in Outcome), str(run.rejected),
+               f"{time.monotonic() - began:.0f}")
+        table.add_row(*row)
+        console.print(" | ".join(row))
         for r in run.results:
             if r.outcome in FAILURES:
                 console.print(f"[red]{run.script} {r.name}: {r.outcome}[/red] "

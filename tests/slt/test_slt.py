@@ -118,6 +118,20 @@ def test_cdc_epochs_end_with_the_scripts_data() -> None:
     assert +total == Counter(rows)
 
 
+def test_cdc_epochs_keep_primary_keys_unique() -> None:
+    rows = [(k, k % 4, "x") for k in range(12)]
+    state = State({"t": "CREATE TABLE t(k INTEGER PRIMARY KEY, v INTEGER, s VARCHAR)"},
+                  {"t": rows}, [])
+    for seed in range(30):
+        live: Counter = Counter()
+        for epoch in cdc_epochs(state, ["t"], random.Random(seed)):
+            for change in epoch.changes:
+                live.update(net_change(change.ops))
+            keys = Counter(r[0] for r, n in live.items() for _ in range(n))
+            assert max(keys.values(), default=1) == 1, f"seed {seed}: a key held twice"
+        assert +live == Counter(rows)
+
+
 def test_a_small_script_end_to_end(tmp_path: Path) -> None:
     path = tmp_path / "small.test.gz"
     path.write_bytes(gzip.compress(SCRIPT.encode()))
