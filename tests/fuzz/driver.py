@@ -142,6 +142,8 @@ class Drive:
     slow: float = 5.0
     hard: float = 30.0
     domains: Mapping[str, Sequence[Any]] | None = None
+    nested: bool = False
+    """A replay inside ``_isolate``: a failing ingest ends every live view, no isolating."""
 
     def run(self) -> dict[str, Result]:
         self.results: dict[str, Result] = {}
@@ -236,8 +238,13 @@ class Drive:
         except BaseException as error:  # noqa: BLE001
             if isinstance(error, KeyboardInterrupt) and not rang[0]:
                 raise
-            if len(live) > 1:
+            if len(live) > 1 and not self.nested:
                 raise Isolate(len(harness.history) - 1, error) from error
+            if len(live) > 1:
+                for name in live:
+                    self._end(harness, name, Outcome.INTERNAL, f"together: {first_line(error)}",
+                              number)
+                return
             self._ingest_failed(harness, epoch, number, live[0], error, rang[0])
             return
         wall = time.perf_counter() - start
@@ -247,7 +254,11 @@ class Drive:
         try:
             harness.check_tables(where)
         except AssertionError as error:
-            raise Isolate(len(harness.history) - 1, error) from error
+            if not self.nested:
+                raise Isolate(len(harness.history) - 1, error) from error
+            for name in live:
+                self._end(harness, name, Outcome.INTERNAL, first_line(error, 4000), number)
+            return
         profile = harness.db.last_profile
         for name in live:
             seconds = profile.views.get(name, wall) if len(live) > 1 else wall
@@ -303,7 +314,7 @@ class Drive:
                 ) -> dict[str, Result]:
         queries = {n: self.queries[n] for n in names}
         return Drive(self.ddl, queries, lambda _h, i: replay[i], len(replay) - warm, warm,
-                     self.slow, self.hard, self.domains).run()
+                     self.slow, self.hard, self.domains, nested=True).run()
 
     def _isolate(self, history: list[Epoch], failure: Isolate) -> None:
         """Run each view still live alone through the epochs up to the failing one; when
@@ -320,7 +331,7 @@ class Drive:
             for name in live:
                 trial = [n for n in culprits if n != name]
                 if len(trial) > 1 and any(
-                        "only beside" in r.detail or r.outcome != Outcome.EXACT
+                        r.outcome != Outcome.EXACT
                         for r in self._replay(trial, replay, warm).values()):
                     culprits = trial
             for name in culprits:
