@@ -142,6 +142,8 @@ class Drive:
     slow: float = 5.0
     hard: float = 30.0
     domains: Mapping[str, Sequence[Any]] | None = None
+    oracle_ddl: Sequence[str] = ()
+    """Statements for the oracle alone, after the tables (views ``ddl`` created in ivm)."""
     nested: bool = False
     """A replay inside ``_isolate``: a failing ingest ends every live view, no isolating."""
 
@@ -154,6 +156,8 @@ class Drive:
                        else Outcome.INTERNAL)
             return {n: Result(n, q, outcome, f"the tables: {first_line(error)}")
                     for n, q in self.queries.items()}
+        for statement in self.oracle_ddl:
+            harness.oracle.execute(statement)
         self.slowest: dict[str, float] = {}
         self.rows: dict[str, int] = {}
         try:
@@ -314,7 +318,7 @@ class Drive:
                 ) -> dict[str, Result]:
         queries = {n: self.queries[n] for n in names}
         return Drive(self.ddl, queries, lambda _h, i: replay[i], len(replay) - warm, warm,
-                     self.slow, self.hard, self.domains, nested=True).run()
+                     self.slow, self.hard, self.domains, self.oracle_ddl, nested=True).run()
 
     def _isolate(self, history: list[Epoch], failure: Isolate) -> None:
         """Run each view still live alone through the epochs up to the failing one; when

@@ -197,7 +197,7 @@ def run_script(path: Path, every: int = 1, slow: float = 5.0, seed: int = 0,
             ddl = [state.tables[t] for t in tables] + state.views
             queries = {f"line {line}": sql for line, sql in group}
             results = Drive(ddl, queries, lambda _h, i, e=epochs: e[i], len(epochs),
-                            slow=slow).run()
+                            slow=slow, oracle_ddl=state.views).run()
             run.results += results.values()
     return run
 
