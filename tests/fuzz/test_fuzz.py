@@ -63,6 +63,27 @@ def test_the_driver_tells_wrong_from_internal(monkeypatch: pytest.MonkeyPatch) -
     assert "sabotage" in results["w"].detail
 
 
+def test_the_driver_tells_too_slow(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sabotage: an epoch that computes for 0.3 s is too slow at a 0.1 s limit."""
+    import time
+
+    import ivm
+
+    real = ivm.Session.ingest
+
+    def busy(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        end = time.process_time() + 0.3
+        while time.process_time() < end:
+            pass
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(ivm.Session, "ingest", busy)
+    epochs = [inserts(t3=[T3])]
+    results = Drive(DDL, {"v": "SELECT a FROM t3"}, lambda _h, i: epochs[i], 1,
+                    slow=0.1).run()
+    assert results["v"].outcome == Outcome.SLOW
+
+
 # -- reproductions of failures the fuzzer and sqllogictest found ---------------------------
 
 T1 = (1, 2, 3, "a", 0.5, Decimal("1.50"))
