@@ -34,7 +34,7 @@ if __package__ in (None, ""):
                     str(Path(__file__).resolve().parents[2])]
 
 import duckdb
-from fuzz.driver import FAILURES, Drive, Outcome, Result
+from fuzz.driver import FAILURES, Drive, Outcome, Result, TooSlow, time_limit
 from oracle.harness import FORMATS, Epoch, Row, TableChange, table_specs
 
 from slt.parser import parse, read_text
@@ -69,14 +69,14 @@ _CREATE = re.compile(r"^\s*CREATE\s+(?:UNIQUE\s+)?(TABLE|VIEW|INDEX)\s+(\w+)", r
 _DROP = re.compile(r"^\s*DROP\s+(TABLE|VIEW|INDEX)\s+(?:IF\s+EXISTS\s+)?(\w+)", re.I)
 
 
-def states(text: str) -> Iterator[tuple[State, int]]:
-    """The script's states, each with its queries DuckDB accepts, and how many it
-    rejected."""
+def states(text: str, every: int = 1, hard: float = 30.0) -> Iterator[tuple[State, int]]:
+    """The script's states, each with its every ``every``-th query that DuckDB accepts
+    (within ``hard`` seconds), and how many of those it rejected."""
     scratch = duckdb.connect()
     tables: dict[str, str] = {}
     views: dict[str, str] = {}
     current: State | None = None
-    rejected = 0
+    rejected = counter = 0
     try:
         for record in parse(text):
             if not record.runs_on():
@@ -88,7 +88,8 @@ def states(text: str) -> Iterator[tuple[State, int]]:
                     continue
                 if current is not None and current.queries:
                     yield current, rejected
-                current, rejected = None, 0
+                    rejected = 0
+                current = None
                 if m := _CREATE.match(record.sql):
                     kind, name = m.group(1).upper(), m.group(2)
                     if kind == "TABLE":  # UNIQUE changes no query: ivm takes keys only
@@ -98,9 +99,13 @@ def states(text: str) -> Iterator[tuple[State, int]]:
                 elif m := _DROP.match(record.sql):
                     (tables if m.group(1).upper() == "TABLE" else views).pop(m.group(2), None)
                 continue
+            counter += 1
+            if (counter - 1) % every:
+                continue
             try:
-                scratch.execute(record.sql).fetchall()
-            except duckdb.Error:
+                with time_limit(hard):
+                    scratch.execute(record.sql).fetchall()
+            except (duckdb.Error, TooSlow, RuntimeError):
                 rejected += 1
                 continue
             if current is None:
@@ -108,8 +113,8 @@ def states(text: str) -> Iterator[tuple[State, int]]:
                     f'SELECT * FROM "{t}" ORDER BY rowid').fetchall()] for t in tables}
                 current = State(dict(tables), rows, list(views.values()))
             current.queries.append((record.line, record.sql))
-        if current is not None and current.queries:
-            yield current, rejected
+        if current is not None and current.queries or rejected:
+            yield current or State({}, {}, []), rejected
     finally:
         scratch.close()
 
@@ -175,14 +180,11 @@ def run_script(path: Path, every: int = 1, slow: float = 5.0, seed: int = 0,
                deadline: float | None = None) -> ScriptRun:
     """Every ``every``-th query of the script, until ``deadline`` (a monotonic time)."""
     run = ScriptRun(path.name)
-    counter = 0
-    for state, rejected in states(read_text(path)):
+    for state, rejected in states(read_text(path), every):
+        if deadline is not None and time.monotonic() > deadline:
+            return run
         run.rejected += rejected
-        chosen = []
-        for line, sql in state.queries:
-            if counter % every == 0:
-                chosen.append((line, sql))
-            counter += 1
+        chosen = state.queries
         for start in range(0, len(chosen), GROUP):
             if deadline is not None and time.monotonic() > deadline:
                 return run
