@@ -39,10 +39,11 @@ fuzz: $(STAMP)
 	$(BIN)/python tests/fuzz/campaign.py $(if $(N),--n $(N)) $(if $(MINUTES),--minutes $(MINUTES)) $(if $(SEED),--start $(SEED))
 
 # SQLite's sqllogictest queries as maintained views (tests/slt/corpus); outside `make test`.
-# EVERY=n runs every n-th query of each script; failures written to slt-report.txt.
+# EVERY=n runs every n-th query of each script, MINUTES=m caps each script's time;
+# failures written to slt-report.txt.
 EVERY ?= 4
 test-slt: $(STAMP)
-	$(BIN)/python tests/slt/runner.py --every $(EVERY)
+	$(BIN)/python tests/slt/runner.py --every $(EVERY) $(if $(MINUTES),--minutes $(MINUTES))
 
 clean:
 	rm -rf $(VENV)
