@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ivm.errors import (
     ConstraintError,
+    EpochError,
     ExecutionError,
     InternalError,
     IterationLimitError,
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ConstraintError",
+    "EpochError",
     "ExecutionError",
     "InternalError",
     "IterationLimitError",

@@ -47,6 +47,11 @@ class Ingest(_Base):
         self._check_open()
         if mode not in ("insert", "upsert"):
             raise IvmError(f"unknown ingest mode {mode!r}: use 'insert' or 'upsert'")
+        if isinstance(table, Mapping) and batch is not None:
+            raise IvmError(
+                "ingest takes a table name and a batch, or one mapping of table names to "
+                "batches, not both: put every batch in the mapping"
+            )
         batches = dict(table) if isinstance(table, Mapping) else {table: batch}
         prepared = {}
         for name, rows in batches.items():
@@ -79,7 +84,7 @@ class Ingest(_Base):
         try:
             with self._transaction(ExecutionError):
                 changed = self._apply(batches, upsert)
-                self._advance_epoch()
+                self._advance_epoch(changed)
                 applied = time.perf_counter()
             self.profile.phases["commit"] = time.perf_counter() - applied
         except ViewFailed as failure:
@@ -88,10 +93,11 @@ class Ingest(_Base):
             self._unregister_batches()
         return changed
 
-    def _advance_epoch(self) -> None:
-        """Advance the stored epoch inside the open transaction; the session's own count
-        follows once it commits, first of the after-commit actions (so even if a later
-        one fails, it matches what was committed)."""
+    def _advance_epoch(self, changed: dict[str, str]) -> None:
+        """Advance the stored epoch inside the open transaction (``changed``: the changed
+        views' scratch tables, for what logs them); the session's own count follows once it
+        commits, first of the after-commit actions (so even if a later one fails, it
+        matches what was committed)."""
         run_sql(self.con, self.catalog.advance_sql())
         self.on_commit.insert(0, self._count_epoch)
 

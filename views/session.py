@@ -26,9 +26,6 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
-import sqlglot
-from sqlglot import exp
-from sqlglot.errors import SqlglotError
 
 from ivm.circuit.circuit import Circuit
 from ivm.circuit.incrementalize import incrementalize
@@ -53,6 +50,8 @@ from ivm.views.definitions import TableInfo, ViewDef, ViewInfo, table_info, view
 from ivm.views.diagnose import ViewFailed
 from ivm.views.explaining import explain_text
 from ivm.views.ingest import Ingest
+from ivm.views.outside import Outside
+from ivm.views.queries import check_read_query
 from ivm.views.saved_indexes import SavedIndexes
 from ivm.views.state_file import claim, open_state, release
 from ivm.views.table_codec import table_from_json
@@ -98,7 +97,7 @@ def connect(path: str | os.PathLike[str] | None = None, *, spark: Any = None,
     return session
 
 
-class Session(Ddl, Ingest, ViewState, SavedIndexes):
+class Session(Outside, Ddl, Ingest, ViewState, SavedIndexes):
     """An ivm database: tables, views, and the epoch they are at. Every public method and
     property lets only ``ivm.IvmError`` out (``ivm.guard``: each subclass is guarded too)."""
 
@@ -140,6 +139,7 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
         self.on_commit: list[Callable[[], None]] = []  # run after the open transaction commits
         self.on_rollback: list[Callable[[], None]] = []  # …or, in reverse, after it rolls back
         self._pending_rebuilds: list[tuple[ViewDef, Manifest | None, str]] = []
+        self._init_outside()
         try:
             try:
                 self.catalog = Catalog(self.con)
@@ -253,21 +253,32 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
             raise self._explain_backfill(failure) from failure.error
 
     def ingest(
-        self,
-        table: str | Mapping[str, Any],
-        batch: Any = None,
-        mode: str = "insert",
+        self, table: str | Mapping[str, Any], batch: Any = None, mode: str = "insert",
+        *, epoch: int | None = None,
     ) -> dict[str, pa.Table]:
-        """Apply one epoch of changes; returns every view's change (a consolidated Z-set)."""
+        """Apply one epoch of changes; returns every view's change (a consolidated Z-set).
+
+        ``ingest(table, batch)`` or ``ingest({table: batch, …})`` (one atomic epoch; not
+        both). ``mode="insert"`` (default) or ``"upsert"`` (an insert replaces the row with
+        its key). ``epoch=N`` applies the batch exactly once as epoch N (``views.epochs``):
+        N already applied returns that epoch's deltas and does nothing. A batch with no
+        rows and no ``epoch=`` is a no-op: the epoch stays, every delta is empty.
+        """
+        replay = self._replayed(epoch)
+        if replay is not None:
+            return replay
         profile = self.profile = EpochProfile(self.epoch + 1)
         with profile.phase("batches"):
             changes = self._prepared(table, batch, mode)
+        if epoch is None and self._no_rows(changes):
+            return self._unchanged()
         deltas = self._commit_epoch(changes, upsert=mode == "upsert")
         with profile.phase("results"):
             result = {name: self._fetch_change(name, deltas) for name in self._views}
         with profile.phase("compaction"):
             self._compact()
         self.last_profile = profile
+        self._after_epoch(result)
         return result
 
     def read(self, name: str) -> pa.Table:
@@ -384,16 +395,6 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
 
 
 guard_public(Session)
-
-
-def check_read_query(query: str) -> None:
-    """Raise SqlError unless ``query`` is one read-only query (SELECT / WITH / set operation)."""
-    try:
-        trees = sqlglot.parse(query, read="duckdb")
-    except SqlglotError as error:
-        raise SqlError(f"cannot parse query: {error}") from error
-    if len(trees) != 1 or not isinstance(trees[0], exp.Query):
-        raise SqlError("sql() runs one read-only query (SELECT / WITH / set operation)")
 
 
 __all__ = ["Session", "ViewDef", "check_read_query", "connect"]

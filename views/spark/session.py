@@ -159,7 +159,7 @@ class SparkModeSession(SparkReads, Session):
             with self.profile.phase("spark jobs"):
                 changes = self._run_epoch(frames, ticket)
             with self.profile.phase("commit"), self._transaction(ExecutionError):
-                self._advance_epoch()
+                self._advance_epoch(changes)
         except BaseException as error:
             # Tasks of this attempt may still run: move the fence first, then roll back.
             write_fence(self.root, f"closed-{ticket.token}")
