@@ -227,3 +227,7 @@ class Changefeeds:
 
     def _forget(self) -> None:
         self._retained = None
+
+    def _config(self, name: str) -> tuple[int, int] | None:
+        """(retain, started after epoch) of the view's changelog; None: it keeps none."""
+        return self._logs().get(name)
