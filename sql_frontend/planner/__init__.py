@@ -49,6 +49,7 @@ from ivm.sql_frontend.planner.context import Context, Describe
 from ivm.sql_frontend.planner.naming import materialized_type, unique_names
 from ivm.sql_frontend.planner.queries import conform, plan_node
 from ivm.sql_frontend.planner.resolve import resolve
+from ivm.sql_frontend.planner.table_functions import name_table_functions
 from ivm.sql_frontend.planner.unsupported import reject_unsupported
 from ivm.sql_frontend.planner.values import name_values_columns
 from ivm.sql_frontend.positions import TEXT_START, Locator, Origin
@@ -85,7 +86,7 @@ def plan_expression(
     locator = Locator(sql, origin)
     with quiet():
         reject_unsupported(tree, locator)
-        tree = name_values_columns(tree)
+        tree = name_table_functions(name_values_columns(tree), describe)
         qualified = resolve(tree, relations, locator)
         ctx = Context(relations, describe, locator, tree, plan_node)
         plan = ctx.query(qualified, {})
