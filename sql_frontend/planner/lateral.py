@@ -9,7 +9,7 @@ condition accepts) once, padded with NULLs; an inner join's ON condition filters
 function with constant arguments is the same flat map over whatever comes before it, or,
 as the first FROM item, over the one-row relation ``unit`` (a constant).
 
-A LATERAL subquery that reads tables is decorrelated (``correlated_lateral``).
+A LATERAL subquery that reads tables is decorrelated (``dependent_join``).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from ivm.operators.filter import Filter
 from ivm.operators.flat_map import FlatMap, row_column
 from ivm.plan.node import Plan
 from ivm.sql_frontend.planner.context import Context, Scope
+from ivm.sql_frontend.planner.dependent_join import correlated_lateral
 from ivm.sql_frontend.planner.naming import rename_columns
 from ivm.sql_frontend.planner.table_functions import function_of
 from ivm.sql_frontend.planner.values import unit
@@ -143,7 +144,7 @@ def lateral_join(
             "the FROM items before it joins them with an inner or LEFT join"
         )
     if isinstance(item, exp.Lateral) and reads_tables(item):
-        return correlated_lateral(ctx, left, item, side, on, scope)
+        return correlated_lateral(ctx, left, item, side, on, scope, own_aliases(item))
     return flat_map_join(ctx, left, item, side, on)
 
 
@@ -151,19 +152,6 @@ def standalone(ctx: Context, item: exp.Expression) -> Plan:
     """A table function or a LATERAL subquery reading no table, with nothing before it:
     the flat map of the one-row relation."""
     return flat_map_join(ctx, unit(ctx), item, "", None)
-
-
-def correlated_lateral(
-    ctx: Context,
-    left: Plan,
-    item: exp.Lateral,
-    side: str,
-    on: exp.Expression | None,
-    scope: Scope,
-) -> Plan:
-    """``left`` joined with a LATERAL subquery that reads tables."""
-    construct = ctx.locator.describe("LATERAL subquery reading tables", item)
-    raise UnsupportedSQL(f"{construct} is not supported yet")
 
 
 def _reads_left(item: exp.Expression, left: Plan) -> bool:
