@@ -47,6 +47,7 @@ from ivm.schema import Column, Schema
 from ivm.sql_frontend.parsing import parse_query, quiet
 from ivm.sql_frontend.planner.context import Context, Describe
 from ivm.sql_frontend.planner.naming import materialized_type, unique_names
+from ivm.sql_frontend.planner.pivot import rewrite_pivots
 from ivm.sql_frontend.planner.queries import conform, plan_node
 from ivm.sql_frontend.planner.resolve import resolve
 from ivm.sql_frontend.planner.table_functions import name_table_functions
@@ -85,6 +86,7 @@ def plan_expression(
     text would rename ``substr(x, 1)`` to ``substring(x, 1)``) and locates errors."""
     locator = Locator(sql, origin)
     with quiet():
+        tree = rewrite_pivots(tree, describe, locator)
         reject_unsupported(tree, locator)
         tree = name_table_functions(name_values_columns(tree), describe)
         qualified = resolve(tree, relations, locator)
