@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from ivm.errors import UnsupportedSQL
+from ivm.errors import SqlError, UnsupportedSQL
 from ivm.operators.filter import Filter
 from ivm.operators.flat_map import FlatMap, row_column
 from ivm.plan.node import Plan
@@ -68,9 +68,20 @@ def bind_row(
     table is not one of ``own``. UnsupportedSQL for one the left side does not have (a
     reference to an enclosing query)."""
     names = set(left.schema.names)
+    by_name: dict[str, list[str]] = {}
+    for full in left.schema.names:
+        by_name.setdefault(full.rsplit(".", 1)[-1].lower(), []).append(full)
 
     def bind(node: exp.Expression) -> exp.Expression:
-        if not isinstance(node, exp.Column) or not node.table or node.table in own:
+        if not isinstance(node, exp.Column) or isinstance(node.this, exp.Star):
+            return node
+        if not node.table:
+            # sqlglot leaves a table function's argument unqualified (``range(n)``).
+            found = by_name.get(node.name.lower(), [])
+            if len(found) > 1:
+                raise SqlError(f"{ctx.locator.describe('ambiguous column', node)}: qualify it")
+            return row_column(found[0]) if found else node
+        if node.table in own:
             return node
         name = f"{node.table}.{node.name}"
         if name not in names:

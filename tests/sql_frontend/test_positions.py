@@ -96,7 +96,8 @@ def test_second_view_of_a_script_is_located_in_the_script(tables, describe, poin
         ("SELECT id, current_date AS d FROM orders", "current_date"),
         ("SELECT id, random() AS d FROM orders", "random()"),
         ("SELECT id FROM orders FOR SYSTEM_TIME AS OF now()", "FOR SYSTEM_TIME"),
-        ("SELECT 1 AS x", "SELECT 1"),
+        ("PIVOT orders ON customer USING sum(amount)", "customer USING"),
+        ("SELECT * FROM orders o, generate_series(1, o.id) g, read_csv('x')", "read_csv"),
     ],
 )
 def test_unsupported_constructs_point_at_their_first_character(
