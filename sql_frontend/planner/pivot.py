@@ -35,7 +35,8 @@ from ivm.sql_frontend.planner.aggregate_calls import calls_in
 from ivm.sql_frontend.planner.context import Describe
 from ivm.sql_frontend.positions import Locator
 
-PIVOTED = "__ivm_pivoted"
+SOURCE = "__ivm_source"
+"""The alias of a PIVOT's or UNPIVOT's source when it has none (a subquery)."""
 UNPIVOTED = "__ivm_unpivoted"
 
 
@@ -84,7 +85,7 @@ class _Pivot:
             source = self.pivot.parent.copy()
             source.set("pivots", None)
         if not isinstance(source, exp.Table) or not isinstance(source.this, exp.Identifier):
-            alias = source.alias_or_name or (UNPIVOTED if self.name == "UNPIVOT" else PIVOTED)
+            alias = source.alias_or_name or SOURCE
             if not source.alias_or_name:
                 source.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
             return source, alias
