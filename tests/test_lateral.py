@@ -49,6 +49,9 @@ VIEWS = {
                "upper(c.region) AS b) AS s",
     "fanned": "SELECT c.id, f.x FROM customers c LEFT JOIN LATERAL (SELECT x * 10 AS x FROM "
               "range(c.n) AS r(x) WHERE x > 0) AS f ON true",
+    # A derived table reading an earlier FROM item without the keyword, as DuckDB allows.
+    "implicit": "SELECT c.id, o.oid FROM customers c, (SELECT oid FROM orders "
+                "WHERE orders.cust = c.id AND orders.amount > 2) AS o",
     # Not correlated at all: an ordinary join.
     "crossed": "SELECT c.id, m.top FROM customers c, LATERAL (SELECT max(amount) AS top FROM "
                "orders) AS m",

@@ -56,6 +56,11 @@ VIEWS = {
     "top_nums": "SELECT id, unnest(nums) AS x FROM docs ORDER BY x DESC, id LIMIT 3",
     "flattened": "SELECT id, unnest([nums, [0]], recursive := true) AS x FROM docs",
     "tag_view": "SELECT tag, n FROM tag_counts WHERE n > 1",
+    # Subqueries reading only the row: computed per row, not joined.
+    "tagged_a": "SELECT id FROM docs WHERE EXISTS (SELECT 1 FROM unnest(docs.tags) AS u(t) "
+                "WHERE u.t = 'a')",
+    "num_sums": "SELECT id, (SELECT sum(x) FROM unnest(docs.nums) AS u(x)) AS s, "
+                "2 IN (SELECT unnest(docs.nums)) AS has_two FROM docs",
 }
 
 

@@ -172,3 +172,24 @@ def _reads_left(item: exp.Expression, left: Plan) -> bool:
         c.table and c.table not in own and f"{c.table}.{c.name}" in names
         for c in item.find_all(exp.Column)
     )
+
+
+def mark_implicit_laterals(tree: exp.Expression) -> exp.Expression:
+    """``tree`` (changed in place) with each derived table that reads a FROM item before it
+    by name (``FROM t, (SELECT unnest(t.l) AS x) AS s``) marked LATERAL, as DuckDB reads it."""
+    for select in list(tree.find_all(exp.Select)):
+        from_ = select.args.get("from_") or select.args.get("from")
+        if from_ is None:
+            continue
+        before = {from_.this.alias_or_name}
+        for join in select.args.get("joins") or []:
+            item = join.this
+            if isinstance(item, exp.Subquery) and not item.args.get("joins"):
+                own = own_aliases(item.this)
+                if any(c.table in before and c.table not in own
+                       for c in item.this.find_all(exp.Column)):
+                    lateral = exp.Lateral(this=exp.Subquery(this=item.this),
+                                          alias=item.args.get("alias"))
+                    item.replace(lateral)
+            before.add(item.alias_or_name)
+    return tree
