@@ -32,6 +32,7 @@ from sqlglot import exp
 
 from ivm.errors import SqlError, UnsupportedSQL
 from ivm.operators.distinct import Distinct
+from ivm.operators.join import conjuncts
 from ivm.operators.project import Project
 from ivm.plan.node import Plan
 from ivm.sql_frontend.planner.aggregate_calls import calls_in, has_aggregate, in_scope
@@ -208,12 +209,27 @@ class _Rewriter:
         return select
 
     def _add_domain(self, select: exp.Select) -> None:
-        """``select`` reading the domain first, its own FROM items cross joined after it."""
+        """``select`` reading the domain first, its own FROM items joined after it: on the
+        WHERE conjuncts that read only the domain and the first item (``o.cust = D.d``,
+        so the join has its key), else cross joined."""
         from_ = select.args.get("from_") or select.args.get("from")
         table = exp.Table(this=exp.to_identifier(self.domain))
         joins = list(select.args.get("joins") or [])
         if from_ is not None:
-            joins.insert(0, exp.Join(this=from_.this, kind="CROSS"))
+            first = from_.this
+            where = select.args.get("where")
+            moved: list[exp.Expression] = []
+            kept: list[exp.Expression] = []
+            readable = {self.domain, first.alias_or_name}
+            for term in conjuncts(where.this) if where is not None else []:
+                tables = {c.table for c in term.find_all(exp.Column)}
+                movable = self.domain in tables and tables <= readable
+                (moved if movable and term.find(exp.Query) is None else kept).append(term)
+            if moved:
+                joins.insert(0, exp.Join(this=first, on=exp.and_(*moved)))
+                select.set("where", exp.Where(this=exp.and_(*kept)) if kept else None)
+            else:
+                joins.insert(0, exp.Join(this=first, kind="CROSS"))
         select.set("from_", exp.From(this=table))
         select.set("joins", joins)
 
