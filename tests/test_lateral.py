@@ -44,6 +44,11 @@ VIEWS = {
              "WHERE o.cust = c.id UNION SELECT c.n) AS m",
     "busy": "SELECT c.id, b.m FROM customers c, LATERAL (SELECT max(o.amount) + c.n AS m FROM "
             "orders o WHERE o.cust = c.id HAVING count(*) > 1) AS b",
+    # Windows (partitioned per outer row) and DISTINCT inside.
+    "ranked": "SELECT c.id, r.oid, r.rn FROM customers c, LATERAL (SELECT o.oid, row_number() "
+              "OVER (ORDER BY o.amount, o.oid) AS rn FROM orders o WHERE o.cust = c.id) AS r",
+    "amounts": "SELECT c.id, a.amount FROM customers c, LATERAL (SELECT DISTINCT o.amount "
+               "FROM orders o WHERE o.cust = c.id) AS a",
     # Subqueries reading only the row: flat maps (no state).
     "shifted": "SELECT c.id, s.a, s.b FROM customers c, LATERAL (SELECT c.n + 1 AS a, "
                "upper(c.region) AS b) AS s",

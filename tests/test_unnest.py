@@ -56,6 +56,9 @@ VIEWS = {
     "top_nums": "SELECT id, unnest(nums) AS x FROM docs ORDER BY x DESC, id LIMIT 3",
     "flattened": "SELECT id, unnest([nums, [0]], recursive := true) AS x FROM docs",
     "tag_view": "SELECT tag, n FROM tag_counts WHERE n > 1",
+    # Adjacency lists: reachability through a recursive step that unnests.
+    "reach": "WITH RECURSIVE r(x) AS (SELECT k FROM bag UNION SELECT u.y FROM r, bag b, "
+             "unnest(b.l) AS u(y) WHERE b.k = r.x) SELECT x FROM r",
     # Subqueries reading only the row: computed per row, not joined.
     "tagged_a": "SELECT id FROM docs WHERE EXISTS (SELECT 1 FROM unnest(docs.tags) AS u(t) "
                 "WHERE u.t = 'a')",

@@ -59,7 +59,7 @@ class FlatMap(Plan):
         )
 
     def describe(self) -> str:
-        return f"FlatMap {sql_of(self.expansion)} AS ({', '.join(self.names)})"
+        return f"FlatMap ({', '.join(self.names)}) := {sql_of(self.expansion)}"
 
 
 @dataclass(frozen=True, eq=False)
