@@ -57,6 +57,9 @@ VIEWS = {
     # A derived table reading an earlier FROM item without the keyword, as DuckDB allows.
     "implicit": "SELECT c.id, o.oid FROM customers c, (SELECT oid FROM orders "
                 "WHERE orders.cust = c.id AND orders.amount > 2) AS o",
+    # A VALUES list reading the row (an unpivot by hand): a flat map.
+    "by_hand": "SELECT c.id, v.name, v.value FROM customers c, (VALUES ('id', c.id), "
+               "('n', c.n)) AS v(name, value)",
     # Not correlated at all: an ordinary join.
     "crossed": "SELECT c.id, m.top FROM customers c, LATERAL (SELECT max(amount) AS top FROM "
                "orders) AS m",

@@ -1,7 +1,8 @@
 """FROM items that read the rows before them: table functions and LATERAL subqueries.
 
 ``FROM t, unnest(t.tags) AS u(tag)``, ``FROM t, generate_series(1, t.n) AS g(i)`` and
-``FROM t, LATERAL (SELECT t.a + 1 AS b)`` (a subquery reading no table, only the row) give
+``FROM t, LATERAL (SELECT t.a + 1 AS b)`` (a subquery reading no table, only the row) and
+``FROM t, (VALUES (t.a), (t.b)) AS v(x)`` give
 each row of what comes before them (the *left* side) the rows a query computes from that
 row alone: a ``FlatMap`` of the left side (``ivm.operators.flat_map``), linear and without
 state. ``LEFT JOIN`` keeps a left row that expands to nothing (or to nothing its ON
@@ -30,8 +31,10 @@ INNER_KINDS = ("", "INNER", "CROSS")
 
 
 def is_lateral_item(node: exp.Expression) -> bool:
-    """Whether a FROM item reads (or may read) the rows before it: a table function or a
-    LATERAL subquery."""
+    """Whether a FROM item reads (or may read) the rows before it: a table function, a
+    LATERAL subquery, or a VALUES list reading columns."""
+    if isinstance(node, exp.Values):
+        return node.find(exp.Column) is not None
     return function_of(node) is not None or isinstance(node, exp.Lateral)
 
 

@@ -50,11 +50,15 @@ def name_values_columns(tree: exp.Expression) -> exp.Expression:
 
 
 def check_values(node: exp.Values, locator: Locator) -> None:
-    """UnsupportedSQL for a VALUES list that is not constant: one reading columns of
-    another FROM item (a lateral VALUES) or holding a subquery."""
+    """UnsupportedSQL for a VALUES list ivm cannot maintain: one holding a subquery, or one
+    reading columns other than as a joined FROM item reading the items before it (a
+    lateral VALUES, ``FROM t, (VALUES (t.a), (t.b)) AS v(x)``: a flat map)."""
+    lateral = isinstance(node.parent, exp.Join)
     for row in rows_of(node):
         for value in row:
             found = value.find(exp.Column, exp.Query)
+            if isinstance(found, exp.Column) and lateral:
+                continue
             if isinstance(found, exp.Column):
                 construct = locator.describe("column reference in VALUES", found)
                 raise UnsupportedSQL(

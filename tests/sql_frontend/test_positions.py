@@ -88,7 +88,7 @@ def test_second_view_of_a_script_is_located_in_the_script(tables, describe, poin
         ("SELECT SUM((SELECT MAX(amount) FROM orders)) AS s FROM orders", "(SELECT MAX"),
         ("SELECT id, (customer, id) IN (SELECT name, 1 FROM customers) AS m FROM orders",
          "customer, id"),
-        ("SELECT o.id FROM orders o, (VALUES (o.id + 1)) t(x)", "o.id + 1"),
+        ("SELECT t.x FROM (VALUES (o.id + 1)) t(x), orders o", "o.id + 1"),
         ("SELECT a FROM (VALUES ((SELECT MAX(id) FROM orders))) t(a)", "(SELECT MAX"),
         ("WITH RECURSIVE r(x) USING KEY (x) AS (SELECT id FROM orders UNION "
          "SELECT x FROM r) SELECT x FROM r", "r(x) USING KEY"),
