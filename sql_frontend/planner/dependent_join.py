@@ -141,9 +141,11 @@ class _Rewriter:
         self.own = own
 
     def domain_column(self, name: str, table: str | None = None) -> exp.Column:
+        """The domain's column ``name`` (as read through ``table``, by default the domain)."""
         return exp.column(exp.to_identifier(name), table=exp.to_identifier(table or self.domain))
 
     def domain_outputs(self, table: str | None = None) -> list[exp.Expression]:
+        """The domain's columns as SELECT-list entries named as they are."""
         return [exp.alias_(self.domain_column(d, table), d) for d in self.columns.values()]
 
     def bind(self, expression: exp.Expression) -> exp.Expression:
@@ -169,6 +171,8 @@ class _Rewriter:
         return self.ranked(query)
 
     def body(self, query: exp.Query) -> exp.Query:
+        """Q' of a query without ORDER BY … LIMIT of its own (a set operation's branches
+        each rewritten)."""
         if isinstance(query, exp.Subquery):
             return self.body(query.this)
         if isinstance(query, exp.SetOperation):
@@ -185,6 +189,7 @@ class _Rewriter:
         return self.select(query)
 
     def select(self, select: exp.Select) -> exp.Select:
+        """Q' of one SELECT: the domain read first, its columns output and grouped by."""
         self._check(select)
         grouped = select.args.get("group") is not None
         if not grouped and (select.args.get("having") is not None
