@@ -125,7 +125,7 @@ def test_what_is_refused_is_named(sql: str, construct: str) -> None:
             db.execute(f"CREATE VIEW v AS {sql}")
 
 
-SPARK = ["top_orders", "order_totals", "fanned"]
+SPARK = ["order_totals", "fanned"]
 
 
 @settings(RANDOM_CDC, max_examples=1)
