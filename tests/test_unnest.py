@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import duckdb
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -21,6 +22,12 @@ from oracle.settings import RANDOM_CDC
 from oracle.spark import SPARK_PARTITIONS
 
 import ivm
+from ivm.circuit.incrementalize import incrementalize
+from ivm.execution.embedded import describe
+from ivm.execution.spark.stages import view_stages
+from ivm.operators.flat_map import FlatMapOperator
+from ivm.passes import optimize
+from ivm.sql_frontend.planner import plan_query
 
 DOCS = ("CREATE TABLE docs (id INTEGER PRIMARY KEY, tags VARCHAR[], nums INTEGER[], "
         "n INTEGER, csv VARCHAR, s STRUCT(a INTEGER, b VARCHAR))")
@@ -193,3 +200,32 @@ def test_unnest_on_spark(data: st.DataObject, spark: Any,
     run_workload([ddl], {n: VIEWS[n] for n in SPARK}, data, epochs=3, domains=domains,
                  connect=lambda: ivm.connect(directory, spark=spark,
                                              partitions=SPARK_PARTITIONS))
+
+
+def _stages(sql: str) -> list[Any]:
+    """The Spark stages of a view over ``docs`` (no Spark session: stage cutting only)."""
+    con = duckdb.connect()
+    con.execute(DOCS.replace(", s STRUCT(a INTEGER, b VARCHAR)", ""))
+    relations = {"docs": describe(con, "SELECT * FROM docs")}
+    plan = plan_query(sql, relations, lambda q: describe(con, q))
+    circuit = incrementalize(plan, "v", lambda q: describe(con, q))
+    return view_stages(optimize(circuit, partitioned=True))
+
+
+def _feeds(stage: Any) -> list[Any]:
+    """The one-input linear operators between a stage's first input and the stage before
+    it (or a source): what Spark tasks compute on the way in."""
+    op, chain = stage.inputs[0].stream, []
+    while op is not None and op.linear and len(op.inputs) == 1:
+        chain.append(op)
+        op = op.inputs[0]
+    return chain
+
+
+def test_a_flat_map_runs_in_the_spark_tasks_feeding_a_stage() -> None:
+    # Linear, it is no stage of its own: the tasks of the linear chain in front of the
+    # stage reading it expand each partition's rows (mapInArrow), before the exchange.
+    for view, kind in (("tag_counts", "aggregate-"), ("zipped", "output-")):
+        (stage,) = _stages(VIEWS[view].replace("docs.tags", "tags"))
+        assert stage.name.startswith(kind) and stage.contents
+        assert any(isinstance(op, FlatMapOperator) for op in _feeds(stage)), stage
