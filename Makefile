@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench bench-spark bench-tpch clean
+.PHONY: demo test lint bench bench-spark bench-tpch fuzz test-slt clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,18 @@ bench-spark: $(STAMP)
 TPCH_SF ?= 1
 bench-tpch: $(STAMP)
 	$(BIN)/python benchmarks/bench_tpch.py --sf $(TPCH_SF)
+
+# The SQL fuzzer: `make fuzz N=500` (or MINUTES=10; SEED=s to repeat a run), tally printed,
+# failures written to fuzz-report.txt.
+fuzz: $(STAMP)
+	$(BIN)/python tests/fuzz/campaign.py $(if $(N),--n $(N)) $(if $(MINUTES),--minutes $(MINUTES)) $(if $(SEED),--start $(SEED))
+
+# SQLite's sqllogictest queries as maintained views (tests/slt/corpus); outside `make test`.
+# EVERY=n runs every n-th query of each script, MINUTES=m caps each script's time;
+# failures written to slt-report.txt.
+EVERY ?= 4
+test-slt: $(STAMP)
+	$(BIN)/python tests/slt/runner.py --every $(EVERY) $(if $(MINUTES),--minutes $(MINUTES))
 
 clean:
 	rm -rf $(VENV)

@@ -27,7 +27,6 @@ from ivm.execution.profile import OUTPUT
 from ivm.execution.row_index import Change, RowIndex, hash_columns_sql
 from ivm.plan.sql import W, column_list, consolidate_sql
 from ivm.schema import TableSchema
-from ivm.storage.results import fetch_first
 from ivm.views.batches import normalize_batch
 from ivm.views.definitions import ViewDef
 from ivm.views.diagnose import ViewFailed, explain_failure
@@ -109,7 +108,16 @@ class Ingest(_Base):
         runner = EpochRunner(
             self.con, self.names, changes, profile=profile, iteration_limit=self.iteration_limit,
             epoch=self.catalog.epoch + 1, memory=self.operator_memory,
+            arrangements=self.arrangements, registered=self._registered_batches,
         )
+        return self._run_views(runner, changes, commits)
+
+    def _run_views(
+        self, runner: EpochRunner, changes: dict[str, str], commits: list[tuple[str, str]]
+    ) -> dict[str, str]:
+        """Compute every affected view's change and append the epoch's rows to state;
+        returns the scratch tables holding each changed view's consolidated change."""
+        profile = self.profile
         changed_views: dict[str, str] = {}
         ran: set[str] = set()
         with profile.phase("views"):
@@ -125,7 +133,9 @@ class Ingest(_Base):
                     commits.append((self.names.relation_trace(view.name), changes[view.name]))
             runner.forget_unmaintained(ran)
             self.on_commit.extend(runner.after_commit_actions)
-        with profile.phase("state appends"):
+        self.on_commit.append(self.arrangements.committed)
+        self.on_rollback.append(self.arrangements.rolled_back)
+        with profile.phase("state appends"), self.arrangements.exporting():
             for table, rows in runner.commits:
                 self._append(table, rows)
             for table, rows in commits:  # consolidated changes
@@ -218,7 +228,9 @@ class Ingest(_Base):
                 return None
             consolidated = consolidate_sql(delta, view.schema.names)
             start = time.perf_counter()
-            rows = run_sql(self.con, f"CREATE OR REPLACE TEMP TABLE {scratch} AS {consolidated}")
+            rows = run_sql(
+                self.con, f"CREATE OR REPLACE TEMP TABLE {scratch} AS {consolidated}", view.name
+            )
             self.profile.record(view.name, OUTPUT, time.perf_counter() - start, rows)
         except IterationLimitError as error:  # replaying the epoch would only repeat it
             raise IterationLimitError(f"view {view.name!r}: {error}") from None
@@ -257,11 +269,8 @@ class Ingest(_Base):
     def _append(self, table: str, rows: str, consolidated: bool = False) -> None:
         """Append ``rows`` to the trace ``table`` and record how many for compaction
         (``consolidated``: each row of ``rows`` is there once)."""
-        try:
-            count = fetch_first(self.con, f"INSERT INTO {table} {rows}")
-        except duckdb.Error as error:
-            raise ExecutionError(f"appending to state failed: {error}") from error
-        self.compactor.appended(table, int(count[0]) if count else 0, consolidated)
+        count = self.arrangements.append(table, rows)
+        self.compactor.appended(table, count, consolidated)
 
     def _fetch_change(self, view: str, changed: dict[str, str]) -> pa.Table:
         if view in changed:

@@ -33,9 +33,11 @@ from sqlglot.errors import SqlglotError
 from ivm.circuit.circuit import Circuit
 from ivm.circuit.incrementalize import incrementalize
 from ivm.errors import IvmError, SqlError, StateError
+from ivm.execution.arrangements import Arrangements
 from ivm.execution.embedded import DEFAULT_ITERATION_LIMIT, OperatorMemory
 from ivm.execution.profile import EpochProfile
 from ivm.execution.row_index import RowIndex
+from ivm.guard import guard_public, guarded
 from ivm.passes import optimize
 from ivm.plan.node import Plan, plain_sql
 from ivm.schema import Schema, TableSchema, quote
@@ -49,6 +51,7 @@ from ivm.storage.traces import Compactor
 from ivm.views.ddl import Ddl
 from ivm.views.definitions import TableInfo, ViewDef, ViewInfo, table_info, view_info
 from ivm.views.diagnose import ViewFailed
+from ivm.views.explaining import explain_text
 from ivm.views.ingest import Ingest
 from ivm.views.saved_indexes import SavedIndexes
 from ivm.views.state_file import claim, open_state, release
@@ -59,7 +62,10 @@ from ivm.views.view_state import ViewState
 PLAN_CHANGE_POLICIES = ("rebuild", "refuse")
 
 
-def connect(path: str | os.PathLike[str] | None = None, **options: Any) -> Session:
+@guarded
+def connect(path: str | os.PathLike[str] | None = None, *, spark: Any = None,
+            partitions: int | None = None, on_plan_change: str = "rebuild",
+            iteration_limit: int | None = None) -> Session:
     """Open a session (API.md): in memory, or persistent state in directory ``path``
     (``path/ivm.duckdb``, and the indexes a clean close saved beside it for the next open).
 
@@ -69,37 +75,36 @@ def connect(path: str | os.PathLike[str] | None = None, **options: Any) -> Sessi
     ``on_plan_change=`` says what happens when reopened state was computed for
     another plan (an upgrade of ivm changed how a view is planned): ``"rebuild"``
     (the default) rebuilds that view from its inputs with an ``ivm.IvmWarning``;
-    ``"refuse"`` raises ``StateError`` naming the view. ``iteration_limit=`` (default
-    1000) bounds the iterations a recursive view may take in one epoch
+    ``"refuse"`` raises ``StateError`` naming the view. ``iteration_limit=`` (None:
+    the default, 1000) bounds the iterations a recursive view may take in one epoch
     (``Session.iteration_limit``, settable later).
     """
-    unknown = set(options) - {"spark", "partitions", "on_plan_change", "iteration_limit"}
-    if unknown:
-        raise TypeError(f"unknown option(s): {', '.join(sorted(unknown))}")
-    policy = options.get("on_plan_change", "rebuild")
-    if policy not in PLAN_CHANGE_POLICIES:
-        raise IvmError(f"on_plan_change must be 'rebuild' or 'refuse', not {policy!r}")
-    if options.get("spark") is not None:
+    if on_plan_change not in PLAN_CHANGE_POLICIES:
+        raise IvmError(f"on_plan_change must be 'rebuild' or 'refuse', not {on_plan_change!r}")
+    if spark is not None:
         from ivm.views.spark.session import SparkModeSession  # imports pyspark: only when asked
 
-        session: Session = SparkModeSession(
-            path, options["spark"], options.get("partitions"), policy
-        )
-    elif options.get("partitions") is not None:
+        session: Session = SparkModeSession(path, spark, partitions, on_plan_change)
+    elif partitions is not None:
         raise IvmError("partitions= applies to Spark mode only: pass spark= as well")
     else:
-        session = Session(path, policy)
-    if "iteration_limit" in options:
-        try:
-            session.iteration_limit = options["iteration_limit"]
-        except BaseException:
-            session.close()
-            raise
+        session = Session(path, on_plan_change)
+    try:
+        if iteration_limit is not None:
+            session.iteration_limit = iteration_limit
+    except BaseException:
+        session.close()
+        raise
     return session
 
 
 class Session(Ddl, Ingest, ViewState, SavedIndexes):
-    """An ivm database: tables, views, and the epoch they are at."""
+    """An ivm database: tables, views, and the epoch they are at. Every public method and
+    property lets only ``ivm.IvmError`` out (``ivm.guard``: each subclass is guarded too)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        guard_public(cls)
 
     def __init__(
         self, path: str | os.PathLike[str] | None = None, on_plan_change: str = "rebuild"
@@ -123,6 +128,7 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
         self._no_change: dict[str, pa.Table] = {}  # each view's empty change, by name
         self.row_indexes: dict[str, RowIndex] = {}  # base tables' live rows, built at first use
         self.operator_memory: OperatorMemory = {}  # operators' in-memory state (Run.memory)
+        self.arrangements = Arrangements(self.con)  # traces searchable by key, built at use
         # DuckDB's DESCRIBE of SQL while the stored views were planned at open (and those the
         # last session saved): asked again only if not there. Emptied by any DDL.
         self._described: dict[str, Schema] = {}
@@ -290,13 +296,9 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
         circuit = self._views[view].circuit
         if not analyze:
             return circuit.explain()
-        profile = self.last_profile
-        if profile is None:
-            return circuit.explain() + "\nno epoch has run since this session opened"
-        header, tree = circuit.explain(lambda op: profile.annotation(view, op.fingerprint)).split(
-            "\n", 1
+        return explain_text(
+            view, circuit, self.last_profile, self.arrangements.sizes(), self.names
         )
-        return f"{profile.summary(view)}\n{header}{profile.output(view)}\n{tree}"
 
     def plain_sql(self, view: str) -> str:
         """The view's logical plan as one ordinary DuckDB query over its tables and views:
@@ -320,6 +322,13 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
                     self.con.close()
                 finally:
                     release(self._state_file)
+
+    def _after_unexpected(self) -> None:
+        """After an unexpected exception (``ivm.guard``): drop what is rebuilt at first use."""
+        self.row_indexes.clear()
+        self.operator_memory.clear()
+        self._described.clear()
+        self._no_change = {}
 
     def __enter__(self) -> Session:
         return self
@@ -372,6 +381,9 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
         tables, arrow_schemas, views = saved
         self._tables, self.arrow_schemas, self._views = tables, arrow_schemas, views
         self._no_change = {}
+
+
+guard_public(Session)
 
 
 def check_read_query(query: str) -> None:

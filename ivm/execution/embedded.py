@@ -20,32 +20,39 @@ same code computes the initial contents and fills the state.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import duckdb
 import pyarrow as pa
 
 from ivm.circuit.circuit import Circuit
-from ivm.errors import ExecutionError
+from ivm.execution.arrangements import Arrangements
+from ivm.execution.failures import construct_of, sql_failure
 from ivm.execution.profile import EpochProfile
 from ivm.execution.state import StateStore
-from ivm.operators.base import Operator
+from ivm.operators.base import At, Operator
+from ivm.operators.reads import read_sql
 from ivm.plan.sql import W, column_list, empty_relation
-from ivm.schema import Column, Schema
+from ivm.schema import Column, Schema, quote
 from ivm.storage.traces import create_trace
 
 DEFAULT_ITERATION_LIMIT = 1000
 """Iterations a recursive view may take in one epoch unless the session says otherwise."""
 
 
-def run_sql(con: duckdb.DuckDBPyConnection, sql: str) -> int:
-    """Execute one statement, turning DuckDB's errors into ``ExecutionError``; returns the
-    rows it wrote (DuckDB's count for CREATE TABLE AS, INSERT…; else 0)."""
+def run_sql(
+    con: duckdb.DuckDBPyConnection, sql: str, view: str = "", op: Operator | None = None
+) -> int:
+    """Execute one statement; returns the rows it wrote (DuckDB's count for CREATE TABLE
+    AS, INSERT…; else 0). DuckDB's errors become ``ExecutionError`` when a value is at
+    fault, else ``InternalError`` naming ``view`` and the construct ``op`` maintains
+    (``ivm.execution.failures``)."""
     try:
         result = con.execute(sql).fetchall()
     except duckdb.Error as error:
-        raise ExecutionError(f"evaluating a view failed: {error}") from error
+        construct = construct_of(op) if op is not None else ""
+        raise sql_failure(error, view, construct) from error
     first = result[0][0] if result and result[0] else None
     return first if isinstance(first, int) else 0
 
@@ -63,7 +70,9 @@ def create_traces(con: duckdb.DuckDBPyConnection, store: StateStore, circuit: Ci
         try:
             create_trace(con, table, [(c.name, c.type) for c in spec.schema.columns])
         except duckdb.Error as error:
-            raise ExecutionError(f"cannot create state table {table}: {error}") from error
+            raise sql_failure(
+                error, circuit.view, construct_of(op), f"creating state table {table}"
+            ) from error
 
 
 OperatorMemory = dict[tuple[str, str], dict[str, Any]]
@@ -83,8 +92,14 @@ class EpochRunner:
         iteration_limit: int = DEFAULT_ITERATION_LIMIT,
         epoch: int = 0,
         memory: OperatorMemory | None = None,
+        arrangements: Arrangements | None = None,
+        registered: list[str] | None = None,
     ) -> None:
         self.con = con
+        self.arrangements = None if backfill else arrangements
+        self.slices: list[str] = [] if registered is None else registered
+        """Names of the Arrow tables registered with DuckDB for this epoch's reads: the
+        owner unregisters them once the epoch's transaction is over (``release``)."""
         self._memory = memory
         self.after_commit_actions: list[Callable[[], None]] = []
         self.iteration_limit = iteration_limit
@@ -97,6 +112,7 @@ class EpochRunner:
         self.empty: set[str] = set()  # SQL reading scratch tables that hold no rows
         self._change: dict[tuple[str, str], str | None] = {}
         self._integral: dict[tuple[str, str], str] = {}
+        self._schemas: dict[tuple[str, str], Schema] = {}
         self._view = ""
 
     def run(self, circuit: Circuit) -> str | None:
@@ -127,13 +143,47 @@ class EpochRunner:
             return self._relation(name, schema)
         return self.changes.get(name)
 
-    def source_integral(self, name: str, schema: Schema) -> str:
+    def source_integral(self, name: str, schema: Schema, at: At | None = None) -> str:
         if self.backfill:
             return empty_relation(schema)
-        return self._relation(name, schema)
+        return self._read(self.store.relation_trace(name), schema.names, at, False)
 
-    def trace(self, op: Operator, role: str) -> str:
-        return self.store.operator_trace(self._view, op.fingerprint, role)
+    def read(self, op: Operator, role: str, at: At | None = None, live: bool = False) -> str:
+        table = self.store.operator_trace(self._view, op.fingerprint, role)
+        return self._read(table, self._trace_schema(op, role).names, at, live)
+
+    def _read(self, table: str, names: Sequence[str], at: At | None, live: bool) -> str:
+        """SQL of a read of trace ``table``: at keys, from its arrangement when the session
+        keeps them (an Arrow table registered for this epoch), else from the table."""
+        if at is None or self.arrangements is None:
+            return read_sql(f"SELECT * FROM {table}", names, at, live)
+        start = time.perf_counter()
+        rows = self.arrangements.lookup(table, at, live, self._view)
+        name = f"__ivm_slice{len(self.slices)}_{self.epoch}"
+        self.con.register(name, rows)
+        self.slices.append(name)
+        if self.profile is not None:
+            self.profile.lookups += time.perf_counter() - start
+        # The slice is consolidated already; the keys' values pick out the hashes' rows.
+        # Its columns take back the trace's exact types (Arrow has no ENUM, say).
+        types = dict(self.arrangements.columns(table))
+        typed = ", ".join(f"CAST({quote(n)} AS {types[n]}) AS {quote(n)}" for n in names)
+        return read_sql(f"SELECT {typed}, {W} FROM {name}", names, at)
+
+    def release(self) -> None:
+        """Unregister the Arrow tables this epoch's reads registered (after the epoch's
+        transaction: DuckDB refuses it inside one that failed)."""
+        for name in self.slices:
+            self.con.unregister(name)
+        self.slices.clear()
+
+    def _trace_schema(self, op: Operator, role: str) -> Schema:
+        """The columns of ``op``'s trace ``role``."""
+        key = (op.fingerprint, role)
+        if key not in self._schemas:
+            for spec in op.traces():
+                self._schemas[(op.fingerprint, spec.role)] = spec.schema
+        return self._schemas[key]
 
     def materialize(
         self, op: Operator, part: str, sql: str, rows: Mapping[str, pa.Table] | None = None
@@ -165,7 +215,7 @@ class EpochRunner:
         table and the rows written."""
         table = self.store.scratch(self._view, op.fingerprint, part)
         start = time.perf_counter()
-        rows = run_sql(self.con, statement.replace("{}", table, 1))
+        rows = run_sql(self.con, statement.replace("{}", table, 1), self._view, op)
         if self.profile is not None:
             self.profile.record(self._view, op.fingerprint, time.perf_counter() - start, rows)
         return f"SELECT * FROM {table}", rows
@@ -175,21 +225,22 @@ class EpochRunner:
         try:
             rows = self.con.execute(sql).fetchall()  # all: no result left open
         except duckdb.Error as error:
-            raise ExecutionError(f"evaluating a view failed: {error}") from error
+            raise sql_failure(error, self._view, construct_of(op)) from error
         if self.profile is not None:
             self.profile.record(self._view, op.fingerprint, time.perf_counter() - start, 0)
         return rows[0][0] if rows else None
 
-    def append(self, trace: str, rows: str) -> None:
+    def append(self, op: Operator, role: str, rows: str) -> None:
         if rows not in self.empty:  # appending nothing would still cost a statement
-            self.commits.append((trace, rows))
+            table = self.store.operator_trace(self._view, op.fingerprint, role)
+            self.commits.append((table, rows))
 
     def fetch(self, op: Operator, sql: str) -> pa.Table:
         start = time.perf_counter()
         try:
             rows = self.con.sql(sql).to_arrow_table()
         except duckdb.Error as error:
-            raise ExecutionError(f"evaluating a view failed: {error}") from error
+            raise sql_failure(error, self._view, construct_of(op)) from error
         if self.profile is not None:
             self.profile.record(self._view, op.fingerprint, time.perf_counter() - start, 0)
         return rows
@@ -200,7 +251,18 @@ class EpochRunner:
         return self._memory.setdefault((self._view, op.fingerprint), {})
 
     def after_commit(self, action: Callable[[], None]) -> None:
-        self.after_commit_actions.append(action)
+        view = self._view
+
+        def in_its_view() -> None:
+            # The action reads state through this runner: as the view that asked for it
+            # (operators of several views share fingerprints, their traces do not).
+            saved, self._view = self._view, view
+            try:
+                action()
+            finally:
+                self._view = saved
+
+        self.after_commit_actions.append(in_its_view)
 
     def forget_unmaintained(self, views: set[str]) -> None:
         """Drop what the session keeps in memory for operators of ``views`` (views this
