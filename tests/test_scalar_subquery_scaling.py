@@ -74,9 +74,9 @@ def spied() -> Iterator[tuple[list[int], list[int]]]:
     described: list[int] = []
     run, describe = embedded.run_sql, embedded.describe
 
-    def run_spy(con: Any, sql: str) -> int:
+    def run_spy(con: Any, sql: str, *where: Any) -> int:
         ran.append(len(sql))
-        return run(con, sql)
+        return run(con, sql, *where)
 
     def describe_spy(con: Any, sql: str) -> Any:
         described.append(len(sql))

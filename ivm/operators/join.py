@@ -112,7 +112,7 @@ class DeltaJoin(Operator):
             return None
         olds = [run.integral(i) for i in self.inputs]
         schemas = [i.schema for i in self.inputs]
-        deltas, ctes = self._shared(deltas)
+        deltas = self._shared(run, deltas)
         terms = []
         for i, delta in enumerate(deltas):
             if delta is None:
@@ -128,24 +128,20 @@ class DeltaJoin(Operator):
                 else:
                     sources.append(old)
             terms.append(join_sql(sources, schemas, self.join.condition, weighted=True))
-        body = terms[0] if len(terms) == 1 else union_all_sql(terms)
-        return f"WITH {', '.join(ctes)} {body}" if ctes else body
+        return terms[0] if len(terms) == 1 else union_all_sql(terms)
 
-    def _shared(self, deltas: list[str | None]) -> tuple[list[str | None], list[str]]:
+    def _shared(self, run: Run, deltas: list[str | None]) -> list[str | None]:
         """The changes, each one of a fused join (a join without state below, maybe under
-        filters and projections) named once as a common table expression. The delta
-        query reads a change several times (its own term, the keys its other inputs are
-        read at, the later terms' new versions): a chain of joins, each reading the change
-        below it twice, would otherwise grow as 2ⁿ. DuckDB inlines a CTE read once and
-        computes one read more often once."""
+        filters and projections) computed once into a table. The delta query reads a
+        change several times (its own term, the keys its other inputs are read at, the
+        later terms' new versions): a chain of joins, each reading the change below it
+        twice, would otherwise grow as 2ⁿ. (A common table expression would do for the
+        text, but the keys an input is read at must be a query of their own.)"""
         shared: list[str | None] = list(deltas)
-        ctes: list[str] = []
         for i, delta in enumerate(deltas):
             if delta is not None and self._joined_inputs[i]:
-                name = f"__jd{self.fingerprint[:10]}_{i}"
-                ctes.append(f"{name} AS ({delta})")
-                shared[i] = f"SELECT * FROM {name}"
-        return shared, ctes
+                shared[i] = run.materialize(self, f"delta{i}", delta)
+        return shared
 
     @cached_property
     def _joined_inputs(self) -> tuple[bool, ...]:
