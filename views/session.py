@@ -51,7 +51,7 @@ from ivm.views.definitions import TableInfo, ViewDef, ViewInfo, table_info, view
 from ivm.views.diagnose import ViewFailed
 from ivm.views.ingest import Ingest
 from ivm.views.saved_indexes import SavedIndexes
-from ivm.views.state_file import claim, open_state, release
+from ivm.views.state_file import claim, open_state, release, settle_settings
 from ivm.views.table_codec import table_from_json
 from ivm.views.transaction import Transaction
 from ivm.views.view_state import ViewState
@@ -71,9 +71,14 @@ def connect(path: str | os.PathLike[str] | None = None, **options: Any) -> Sessi
     (the default) rebuilds that view from its inputs with an ``ivm.IvmWarning``;
     ``"refuse"`` raises ``StateError`` naming the view. ``iteration_limit=`` (default
     1000) bounds the iterations a recursive view may take in one epoch
-    (``Session.iteration_limit``, settable later).
+    (``Session.iteration_limit``, settable later). ``settings=`` (e.g.
+    ``{"TimeZone": "UTC"}``) chooses the DuckDB ``TimeZone`` and ``Calendar`` new state
+    evaluates its views under; they are recorded with it, and every later open applies
+    them whatever the process's ``TZ`` (``ivm.storage.settings``; ``Session.settings``).
     """
-    unknown = set(options) - {"spark", "partitions", "on_plan_change", "iteration_limit"}
+    unknown = set(options) - {
+        "spark", "partitions", "on_plan_change", "iteration_limit", "settings"
+    }
     if unknown:
         raise TypeError(f"unknown option(s): {', '.join(sorted(unknown))}")
     policy = options.get("on_plan_change", "rebuild")
@@ -83,12 +88,12 @@ def connect(path: str | os.PathLike[str] | None = None, **options: Any) -> Sessi
         from ivm.views.spark.session import SparkModeSession  # imports pyspark: only when asked
 
         session: Session = SparkModeSession(
-            path, options["spark"], options.get("partitions"), policy
+            path, options["spark"], options.get("partitions"), policy, options.get("settings")
         )
     elif options.get("partitions") is not None:
         raise IvmError("partitions= applies to Spark mode only: pass spark= as well")
     else:
-        session = Session(path, policy)
+        session = Session(path, policy, options.get("settings"))
     if "iteration_limit" in options:
         try:
             session.iteration_limit = options["iteration_limit"]
@@ -102,7 +107,10 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
     """An ivm database: tables, views, and the epoch they are at."""
 
     def __init__(
-        self, path: str | os.PathLike[str] | None = None, on_plan_change: str = "rebuild"
+        self,
+        path: str | os.PathLike[str] | None = None,
+        on_plan_change: str = "rebuild",
+        settings: Mapping[str, str] | None = None,
     ) -> None:
         self.path = Path(path) if path is not None else None
         self._state_file = claim(self.path)
@@ -139,6 +147,8 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
                 self.catalog = Catalog(self.con)
             except CatalogError as error:
                 raise StateError(f"state at {self.path}: {error}") from error
+            # DuckDB settings its views evaluate under: recorded with the state, applied now.
+            self.settings = settle_settings(self.con, self.catalog, settings, self.path)
             self._check_mode()
             self._load()
             self._opened()

@@ -39,6 +39,7 @@ from ivm.storage.partitions import (
     compact_due,
     partition_file,
 )
+from ivm.storage.settings import apply
 from ivm.storage.traces import create_trace
 
 WIDE = "__ivm_wide"
@@ -53,7 +54,8 @@ class Ticket:
     token: str  # this ingest attempt (a retry of the same attempt re-emits)
     backfill: bool = False  # a new view: every partition runs, state starts empty
     upsert: bool = False  # table stages: an insert replaces the row with its key
-    timezone: str = "UTC"  # the driver's DuckDB TimeZone (TIMESTAMPTZ casts depend on it)
+    # The DuckDB settings the state evaluates under (TimeZone…: ``ivm.storage.settings``).
+    settings: tuple[tuple[str, str], ...] = ()
     fence: str | None = None  # file holding the token of the one ingest allowed to write
     iteration_limit: int = DEFAULT_ITERATION_LIMIT  # the session's, for recursive views
 
@@ -78,10 +80,10 @@ CONTENTS_TRACE = NAMES.relation_trace(CONTENTS)
 
 
 def configure(con: duckdb.DuckDBPyConnection, ticket: Ticket) -> None:
-    """Settings every task shares with the driver: its time zone, and one thread (Spark
-    already runs one task per core)."""
-    con.execute(f"SET TimeZone = '{ticket.timezone.replace(chr(39), chr(39) * 2)}'").fetchall()
-    con.execute("SET threads = 1").fetchall()
+    """Settings every task shares with the driver: those the state evaluates under (its
+    time zone…, whatever the executor's ``TZ``), and one thread (Spark already runs one
+    task per core)."""
+    apply(con, {**dict(ticket.settings), "threads": "1"})
 
 
 def check_fence(ticket: Ticket) -> None:
