@@ -1,12 +1,26 @@
-"""Checks a table's change against its current contents before anything is applied.
+"""A table's change made to apply to its stored rows, and checked, before anything is applied.
 
-Two rules, each checked with one query that reads only the rows the change
-touches (a semi-join of the trace with the change's keys):
+A delete takes out stored rows, and what it retracts from every view is what
+those rows produced: so each row a batch deletes is *resolved* to the stored
+rows it matches (DuckDB's ``=``, NULL matching NULL), their values byte for
+byte. The batch's own values may differ from the stored ones where DuckDB calls
+them equal (``-0.0`` and ``0.0``, NaNs of another sign or payload, an interval
+spelled in other units: ``ivm.execution.exact``), and views evaluate those
+differently (``CAST(d AS VARCHAR)``, ``1/d``). Where several stored values match
+one deleted row (a table without a key may hold ``0.0`` and ``-0.0``), the ones
+identical to a deleted value go first.
+
+Two rules are then checked:
 
 * a delete may only remove copies that are there (no row's weight goes below 0);
 * with a PRIMARY KEY, each key holds at most one live row afterwards. A batch
   may insert a key it also deletes (an update); ``upsert`` mode turns an insert
   of an existing key into "delete the old row, insert the new one".
+
+``resolve_change`` does both with one read of the trace (a semi-join with the
+change's keys, or rows without a key), then works on that small set of rows.
+An embedded session skips it when its row index vouches that every delete is
+byte-identical to a live row and the rules hold (``ivm.execution.row_index``).
 """
 
 from __future__ import annotations
@@ -14,19 +28,20 @@ from __future__ import annotations
 import duckdb
 
 from ivm.errors import ConstraintError
+from ivm.execution.exact import consolidate_exact_sql, exact_hash_sql, exact_terms
 from ivm.plan.sql import W, column_list, null_safe_match
 from ivm.schema import TableSchema, quote
 from ivm.storage.results import fetch_first
 
 
 def upsert_sql(table: TableSchema, change: str, trace: str) -> str:
-    """``change`` where each inserted key first retracts the key's live row.
+    """``change`` where each inserted key first retracts the key's live row (as stored).
 
     Deletes the batch itself makes of such keys are dropped: the insert replaces
-    whatever row holds the key.
+    whatever row holds the key. The result is consolidated with values DuckDB calls
+    equal kept apart, so an upsert of ``-0.0`` over ``0.0`` replaces it.
     """
     key = column_list(table.primary_key)
-    cols = column_list(table.schema.names)
     inserted = f"SELECT DISTINCT {key} FROM ({change}) AS i WHERE {W} > 0"
     kept = (
         f"SELECT * FROM ({change}) AS c WHERE {W} > 0 OR ({column_list(table.primary_key, 'c')}) "
@@ -36,34 +51,106 @@ def upsert_sql(table: TableSchema, change: str, trace: str) -> str:
         f"SELECT {column_list(table.schema.names, 't')}, -SUM(t.{W})::BIGINT AS {W} "
         f"FROM {trace} AS t SEMI JOIN ({inserted}) AS k ON "
         + " AND ".join(f"t.{quote(k)} = k.{quote(k)}" for k in table.primary_key)
-        + f" GROUP BY ALL HAVING SUM(t.{W}) > 0"
+        + f" GROUP BY {', '.join(exact_terms(table.schema.columns, 't'))} HAVING SUM(t.{W}) > 0"
     )
+    return consolidate_exact_sql(f"{kept} UNION ALL {replaced}", table.schema)
+
+
+def touched_sql(table: TableSchema, change: str, trace: str) -> str:
+    """The live stored rows ``change`` may touch, each distinct stored value once with its
+    copies: with a key, the rows of the change's keys; without, the rows equal to one of
+    its rows."""
+    names = table.schema.names
+    if table.primary_key:
+        match = " AND ".join(f"t.{quote(k)} = c.{quote(k)}" for k in table.primary_key)
+    else:
+        match = null_safe_match(names, "t", "c")
     return (
-        f"SELECT {cols}, SUM({W})::BIGINT AS {W} FROM ({kept} UNION ALL {replaced}) AS u "
-        f"GROUP BY {cols} HAVING SUM({W}) <> 0"
+        f"SELECT {column_list(names, 't')}, SUM(t.{W})::BIGINT AS {W} FROM {trace} AS t "
+        f"SEMI JOIN ({change}) AS c ON {match} "
+        f"GROUP BY {', '.join(exact_terms(table.schema.columns, 't'))} HAVING SUM(t.{W}) > 0"
     )
 
 
-def check_change(
-    con: duckdb.DuckDBPyConnection, table: TableSchema, change: str, trace: str
-) -> None:
-    """Raise ConstraintError if applying the consolidated ``change`` to ``trace`` breaks a rule.
+def resolved_sql(table: TableSchema, change: str, touched: str) -> str:
+    """``change`` with its deletes resolved to the stored rows of ``touched``.
 
-    One query reads the trace rows the change touches and returns the first row
-    driven below zero and the first key left with two live rows, if any.
+    The deleted copies of each class of equal rows are taken from the class's
+    stored values in turn, those identical to a deleted value first; copies no
+    stored value covers stay as the batch gave them (for the check to refuse).
+    """
+    names = table.schema.names
+    cols = column_list(names)
+    fingerprint = exact_hash_sql(table.schema.columns)
+    wanted = (  # each class of equal deleted rows once: its copies and its values' hashes
+        f"SELECT {cols}, SUM(-{W}) AS __n, list({fingerprint}) AS __fps FROM ({change}) AS c "
+        f"WHERE {W} < 0 GROUP BY {cols}"
+    )
+    stored = f"SELECT *, {fingerprint} AS __fp FROM ({touched}) AS t"
+    match = null_safe_match(names, "h", "d")
+    first = "list_contains(d.__fps, h.__fp) DESC, h.__fp"
+    ranked = (
+        f"SELECT {column_list(names, 'h')}, h.{W} AS __have, d.__n, "
+        f"COALESCE(SUM(h.{W}) OVER (PARTITION BY {column_list(names, 'd')} ORDER BY {first} "
+        f"ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS __before "
+        f"FROM stored AS h JOIN wanted AS d ON {match}"
+    )
+    taken = (
+        f"SELECT {cols}, -LEAST(__have, __n - __before) AS {W} FROM ranked "
+        f"WHERE __before < __n"
+    )
+    short = (
+        f"SELECT {column_list(names, 'd')}, -(ANY_VALUE(d.__n) - COALESCE(SUM(h.{W}), 0)) "
+        f"AS {W} FROM wanted AS d LEFT JOIN stored AS h ON {match} "
+        f"GROUP BY {column_list(names, 'd')} HAVING ANY_VALUE(d.__n) > COALESCE(SUM(h.{W}), 0)"
+    )
+    inserts = f"SELECT {cols}, {W} FROM ({change}) AS c WHERE {W} > 0"
+    return (
+        f"WITH wanted AS ({wanted}), stored AS ({stored}), ranked AS ({ranked}) "
+        + consolidate_exact_sql(
+            f"{inserts} UNION ALL {taken} UNION ALL {short}", table.schema
+        )
+    )
+
+
+def resolve_change(
+    con: duckdb.DuckDBPyConnection,
+    table: TableSchema,
+    change: str,
+    trace: str,
+    into: str,
+    scratch: str,
+    check: bool = True,
+) -> str:
+    """Resolve the consolidated ``change``'s deletes to the rows of ``trace`` (``table``'s
+    trace) into temp table ``into``, and (``check``) raise ConstraintError if it breaks a
+    rule; returns SQL reading it. ``scratch`` names a temp table of the rows touched."""
+    run = lambda sql: con.execute(sql).fetchall()  # noqa: E731
+    run(f"CREATE OR REPLACE TEMP TABLE {scratch} AS {touched_sql(table, change, trace)}")
+    touched = f"SELECT * FROM {scratch}"
+    run(f"CREATE OR REPLACE TEMP TABLE {into} AS {resolved_sql(table, change, touched)}")
+    if check:
+        check_rules(con, table, f"SELECT * FROM {into}", touched)
+    return f"SELECT {column_list(table.schema.names)}, {W} FROM {into}"
+
+
+def check_rules(
+    con: duckdb.DuckDBPyConnection, table: TableSchema, change: str, touched: str
+) -> None:
+    """Raise ConstraintError if applying ``change`` to the stored rows breaks a rule.
+
+    ``touched`` holds every live stored row the change may touch (``touched_sql``).
+    One query returns the first class of equal rows driven below zero and the first
+    key left with two live rows, if any.
     """
     names = table.schema.names
     cols = column_list(names)
     key = table.primary_key
-    if key:
-        match = " AND ".join(f"t.{quote(k)} = c.{quote(k)}" for k in key)
-    else:
-        match = null_safe_match(names, "t", "c")
-    touched = (
-        f"SELECT {column_list(names, 't')}, t.{W} FROM {trace} AS t "
-        f"SEMI JOIN ({change}) AS c ON {match} UNION ALL SELECT {cols}, {W} FROM ({change}) AS d"
+    rows = (
+        f"SELECT {cols}, {W} FROM ({touched}) AS t "
+        f"UNION ALL SELECT {cols}, {W} FROM ({change}) AS d"
     )
-    after = f"SELECT {cols}, SUM({W}) AS {W} FROM ({touched}) AS x GROUP BY {cols}"
+    after = f"SELECT {cols}, SUM({W}) AS {W} FROM ({rows}) AS x GROUP BY {cols}"
     packed = ", ".join(f"{quote(n)} := {quote(n)}" for n in names)
     missing = f"(SELECT struct_pack({packed})::VARCHAR FROM after WHERE {W} < 0 LIMIT 1)"
     duplicate = "NULL"

@@ -24,8 +24,9 @@ import duckdb
 import pyarrow as pa
 
 from ivm.errors import ExecutionError, StateError
-from ivm.execution.constraints import check_change, upsert_sql
+from ivm.execution.constraints import resolve_change, upsert_sql
 from ivm.execution.embedded import DEFAULT_ITERATION_LIMIT, EpochRunner
+from ivm.execution.exact import consolidate_exact_sql
 from ivm.execution.spark.stages import CONTENTS, Stage, input_name
 from ivm.execution.spark.wire import arrow_schema, conform, from_wire_sql, to_wire_sql
 from ivm.operators.base import Operator
@@ -262,14 +263,17 @@ def _apply(
 def _checked_change(
     con: duckdb.DuckDBPyConnection, table: TableSchema, change: str, ticket: Ticket
 ) -> str:
-    """A table's change as it applies to the stored rows; ConstraintError if it cannot."""
-    change = consolidate_sql(change, table.schema.names)
+    """A table's change as it applies to the stored rows (its deletes resolved to them,
+    ``ivm.execution.constraints``); ConstraintError if it cannot."""
+    change = consolidate_exact_sql(change, table.schema)
     if ticket.upsert and table.primary_key:
         change = upsert_sql(table, change, CONTENTS_TRACE)
-    checked = quote("__ivm_checked")
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {checked} AS {change}").fetchall()
-    check_change(con, table, f"SELECT * FROM {checked}", CONTENTS_TRACE)
-    return f"SELECT * FROM {checked}"
+    consolidated = quote("__ivm_consolidated")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {consolidated} AS {change}").fetchall()
+    return resolve_change(
+        con, table, f"SELECT * FROM {consolidated}", CONTENTS_TRACE,
+        into=quote("__ivm_checked"), scratch=quote("__ivm_touched"),
+    )
 
 
 def _read_output(con: duckdb.DuckDBPyConnection, stage: Stage, schema: pa.Schema) -> pa.Table:
