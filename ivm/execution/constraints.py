@@ -7,8 +7,8 @@ byte. The batch's own values may differ from the stored ones where DuckDB calls
 them equal (``-0.0`` and ``0.0``, NaNs of another sign or payload, an interval
 spelled in other units: ``ivm.execution.exact``), and views evaluate those
 differently (``CAST(d AS VARCHAR)``, ``1/d``). Where several stored values match
-one deleted row (a table without a key may hold ``0.0`` and ``-0.0``), the ones
-identical to a deleted value go first.
+one deleted row (a table without a key may hold ``0.0`` and ``-0.0``), the one
+identical to the deleted value goes first (``resolved_sql``).
 
 Two rules are then checked:
 
@@ -73,43 +73,55 @@ def touched_sql(table: TableSchema, change: str, trace: str) -> str:
 
 
 def resolved_sql(table: TableSchema, change: str, touched: str) -> str:
-    """``change`` with its deletes resolved to the stored rows of ``touched``.
+    """``change`` (consolidated exactly) with its deletes resolved to the stored rows of
+    ``touched`` (``touched_sql``), in two passes:
 
-    The deleted copies of each class of equal rows are taken from the class's
-    stored values in turn, those identical to a deleted value first; copies no
-    stored value covers stay as the batch gave them (for the check to refuse).
+    1. each deleted value takes the stored copies identical to it;
+    2. the copies still to delete in each class of equal rows take the class's other
+       stored copies, in the order of their exact hashes (a choice among values DuckDB
+       calls equal, which only a table without a key can hold at once).
+
+    Copies no stored row covers stay as the batch gave them, for the check to refuse.
     """
     names = table.schema.names
     cols = column_list(names)
     fingerprint = exact_hash_sql(table.schema.columns)
-    wanted = (  # each class of equal deleted rows once: its copies and its values' hashes
-        f"SELECT {cols}, SUM(-{W}) AS __n, list({fingerprint}) AS __fps FROM ({change}) AS c "
-        f"WHERE {W} < 0 GROUP BY {cols}"
+    same = null_safe_match(names, "a", "b")
+    ctes = {
+        "wanted": f"SELECT {cols}, -{W} AS __n, {fingerprint} AS __fp FROM ({change}) AS c "
+                  f"WHERE {W} < 0",
+        "stored": f"SELECT {cols}, {W} AS __n, {fingerprint} AS __fp FROM ({touched}) AS t",
+        "exact": "SELECT a.__fp, LEAST(a.__n, b.__n) AS __took FROM wanted AS a "
+                 f"JOIN stored AS b ON a.__fp = b.__fp AND {same}",
+        "rest": f"SELECT {column_list(names, 'a')}, SUM(a.__n - COALESCE(e.__took, 0)) AS __n "
+                "FROM wanted AS a LEFT JOIN exact AS e ON a.__fp = e.__fp "
+                f"GROUP BY {column_list(names, 'a')} "
+                "HAVING SUM(a.__n - COALESCE(e.__took, 0)) > 0",
+        "spare": f"SELECT {column_list(names, 'a')}, a.__n - COALESCE(e.__took, 0) AS __n, "
+                 "a.__fp FROM stored AS a LEFT JOIN exact AS e ON a.__fp = e.__fp "
+                 "WHERE a.__n > COALESCE(e.__took, 0)",
+        "ranked": f"SELECT {column_list(names, 'a')}, a.__n AS __spare, b.__n, "
+                  f"COALESCE(SUM(a.__n) OVER (PARTITION BY {column_list(names, 'b')} "
+                  "ORDER BY a.__fp ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) "
+                  f"AS __before FROM spare AS a JOIN rest AS b ON {same}",
+    }
+    first = (
+        f"SELECT {column_list(names, 'b')}, -e.__took AS {W} "
+        "FROM stored AS b JOIN exact AS e ON b.__fp = e.__fp"
     )
-    stored = f"SELECT *, {fingerprint} AS __fp FROM ({touched}) AS t"
-    match = null_safe_match(names, "h", "d")
-    first = "list_contains(d.__fps, h.__fp) DESC, h.__fp"
-    ranked = (
-        f"SELECT {column_list(names, 'h')}, h.{W} AS __have, d.__n, "
-        f"COALESCE(SUM(h.{W}) OVER (PARTITION BY {column_list(names, 'd')} ORDER BY {first} "
-        f"ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS __before "
-        f"FROM stored AS h JOIN wanted AS d ON {match}"
-    )
-    taken = (
-        f"SELECT {cols}, -LEAST(__have, __n - __before) AS {W} FROM ranked "
-        f"WHERE __before < __n"
+    second = (
+        f"SELECT {cols}, -LEAST(__spare, __n - __before) AS {W} FROM ranked "
+        "WHERE __before < __n"
     )
     short = (
-        f"SELECT {column_list(names, 'd')}, -(ANY_VALUE(d.__n) - COALESCE(SUM(h.{W}), 0)) "
-        f"AS {W} FROM wanted AS d LEFT JOIN stored AS h ON {match} "
-        f"GROUP BY {column_list(names, 'd')} HAVING ANY_VALUE(d.__n) > COALESCE(SUM(h.{W}), 0)"
+        f"SELECT {column_list(names, 'b')}, -(ANY_VALUE(b.__n) - COALESCE(SUM(a.__n), 0)) "
+        f"AS {W} FROM rest AS b LEFT JOIN spare AS a ON {same} "
+        f"GROUP BY {column_list(names, 'b')} HAVING ANY_VALUE(b.__n) > COALESCE(SUM(a.__n), 0)"
     )
     inserts = f"SELECT {cols}, {W} FROM ({change}) AS c WHERE {W} > 0"
-    return (
-        f"WITH wanted AS ({wanted}), stored AS ({stored}), ranked AS ({ranked}) "
-        + consolidate_exact_sql(
-            f"{inserts} UNION ALL {taken} UNION ALL {short}", table.schema
-        )
+    with_ = ", ".join(f"{name} AS ({sql})" for name, sql in ctes.items())
+    return f"WITH {with_} " + consolidate_exact_sql(
+        f"{inserts} UNION ALL {first} UNION ALL {second} UNION ALL {short}", table.schema
     )
 
 
