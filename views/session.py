@@ -148,7 +148,7 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
             except CatalogError as error:
                 raise StateError(f"state at {self.path}: {error}") from error
             # DuckDB settings its views evaluate under: recorded with the state, applied now.
-            self.settings = settle_settings(self.con, self.catalog, settings, self.path)
+            self._settings = settle_settings(self.con, self.catalog, settings, self.path)
             self._check_mode()
             self._load()
             self._opened()
@@ -205,6 +205,12 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
     def epoch(self) -> int:
         """The last epoch applied (0 before any ingest)."""
         return self.catalog.epoch
+
+    @property
+    def settings(self) -> Mapping[str, str]:
+        """The DuckDB settings the views evaluate under (``TimeZone``, ``Calendar``…),
+        recorded with the state when it was created and applied at every open."""
+        return MappingProxyType(self._settings)
 
     @property
     def iteration_limit(self) -> int:

@@ -70,6 +70,8 @@ def settle_settings(
     state of a version that recorded none (or fewer), records this connection's values,
     ``requested`` ones over them.
     """
+    if requested is not None and not isinstance(requested, Mapping):
+        raise IvmError(f"settings= takes a dict of setting names to values, not {requested!r}")
     try:
         chosen = applied(con, canonical(requested or {}))  # as DuckDB spells each value
     except SettingsError as error:

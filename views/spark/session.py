@@ -293,7 +293,7 @@ class SparkModeSession(SparkReads, Session):
             # Column names, change format and types are checked here, values on the executors.
             normalize_batch(to_arrow_schema(batch.schema).empty_table(), table, arrow)
             return batch.mapInArrow(
-                functools.partial(normalize_task, table, arrow, self.settings), struct
+                functools.partial(normalize_task, table, arrow, dict(self.settings)), struct
             )
         change = normalize_batch(batch, table, arrow)
         if change.num_rows == 0:
