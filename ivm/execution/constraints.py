@@ -74,14 +74,14 @@ def touched_sql(table: TableSchema, change: str, trace: str) -> str:
 
 def resolved_sql(table: TableSchema, change: str, touched: str) -> str:
     """``change`` (consolidated exactly) with its deletes resolved to the stored rows of
-    ``touched`` (``touched_sql``), in two passes:
+    ``touched`` (``touched_sql``) and the rows the change itself inserts, in two passes:
 
-    1. each deleted value takes the stored copies identical to it;
+    1. each deleted value takes the copies identical to it;
     2. the copies still to delete in each class of equal rows take the class's other
-       stored copies, in the order of their exact hashes (a choice among values DuckDB
-       calls equal, which only a table without a key can hold at once).
+       copies, in the order of their exact hashes (a choice among values DuckDB calls
+       equal, which only a table without a key, or a batch, can hold at once).
 
-    Copies no stored row covers stay as the batch gave them, for the check to refuse.
+    Copies nothing covers stay as the batch gave them, for the check to refuse.
     """
     names = table.schema.names
     cols = column_list(names)
@@ -90,7 +90,10 @@ def resolved_sql(table: TableSchema, change: str, touched: str) -> str:
     ctes = {
         "wanted": f"SELECT {cols}, -{W} AS __n, {fingerprint} AS __fp FROM ({change}) AS c "
                   f"WHERE {W} < 0",
-        "stored": f"SELECT {cols}, {W} AS __n, {fingerprint} AS __fp FROM ({touched}) AS t",
+        "stored": f"SELECT *, {fingerprint} AS __fp FROM (SELECT {cols}, SUM(__n) AS __n FROM "
+                  f"(SELECT {cols}, {W} AS __n FROM ({touched}) AS t UNION ALL "
+                  f"SELECT {cols}, {W} FROM ({change}) AS c WHERE {W} > 0) AS a "
+                  f"GROUP BY {', '.join(exact_terms(table.schema.columns))}) AS b",
         "exact": "SELECT a.__fp, LEAST(a.__n, b.__n) AS __took FROM wanted AS a "
                  f"JOIN stored AS b ON a.__fp = b.__fp AND {same}",
         "rest": f"SELECT {column_list(names, 'a')}, SUM(a.__n - COALESCE(e.__took, 0)) AS __n "
