@@ -167,13 +167,14 @@ def test_spark_mode_resolves_deletes_to_the_stored_rows(spark: Any, tmp_path: Pa
         db.execute(f"CREATE TABLE t (k BIGINT PRIMARY KEY, d DOUBLE); CREATE VIEW v AS {ZERO_VIEW};"
                    "CREATE TABLE u (k BIGINT, d DOUBLE); "
                    "CREATE VIEW w AS SELECT k, CAST(d AS VARCHAR) AS s, 1/d AS r FROM u")
-        db.ingest({"t": weighted([1, 2], [0.0, -0.0], [1, 1]),
-                   "u": weighted([1, 2], [0.0, -0.0], [1, 1])})
-        deltas = db.ingest({"t": weighted([1, 2], [-0.0, 0.0], [-1, -1]),
-                            "u": spark.createDataFrame(weighted([1, 2], [-0.0, 0.0], [-1, -1]))})
+        nans = [float("nan"), nan_with(0x7FF8000000000123)]
+        db.ingest({"t": weighted([1, 2, 3], [0.0, -0.0, nans[0]], [1, 1, 1]),
+                   "u": weighted([1, 2, 3], [0.0, -0.0, nans[0]], [1, 1, 1])})
+        batch = weighted([1, 2, 3], [-0.0, 0.0, nans[1]], [-1, -1, -1])
+        deltas = db.ingest({"t": batch, "u": spark.createDataFrame(batch)})
         for view in ("v", "w"):
             assert sorted((r["k"], r["s"], r["__w"]) for r in deltas[view].to_pylist()) == [
-                (1, "0.0", -1), (2, "-0.0", -1)
+                (1, "0.0", -1), (2, "-0.0", -1), (3, "nan", -1)
             ]
             assert db.read(view).num_rows == 0
         db.ingest("t", [{"k": 1, "d": 0.0}])
