@@ -74,11 +74,10 @@ def connect(path: str | os.PathLike[str] | None = None, **options: Any) -> Sessi
     (``Session.iteration_limit``, settable later). ``settings=`` (e.g.
     ``{"TimeZone": "UTC"}``) chooses the DuckDB ``TimeZone`` and ``Calendar`` new state
     evaluates its views under; they are recorded with it, and every later open applies
-    them whatever the process's ``TZ`` (``ivm.storage.settings``; ``Session.settings``).
+    them whatever the process's ``TZ`` (``ivm.storage.settings``; ``db.settings``).
     """
-    unknown = set(options) - {
-        "spark", "partitions", "on_plan_change", "iteration_limit", "settings"
-    }
+    unknown = set(options) - {"spark", "partitions", "on_plan_change", "iteration_limit",
+                              "settings"}
     if unknown:
         raise TypeError(f"unknown option(s): {', '.join(sorted(unknown))}")
     policy = options.get("on_plan_change", "rebuild")
@@ -147,8 +146,9 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
                 self.catalog = Catalog(self.con)
             except CatalogError as error:
                 raise StateError(f"state at {self.path}: {error}") from error
-            # DuckDB settings its views evaluate under: recorded with the state, applied now.
-            self._settings = settle_settings(self.con, self.catalog, settings, self.path)
+            # The DuckDB settings the views evaluate under (recorded, applied now), read-only.
+            self.settings = MappingProxyType(settle_settings(self.con, self.catalog, settings,
+                                                             self.path))
             self._check_mode()
             self._load()
             self._opened()
@@ -205,12 +205,6 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
     def epoch(self) -> int:
         """The last epoch applied (0 before any ingest)."""
         return self.catalog.epoch
-
-    @property
-    def settings(self) -> Mapping[str, str]:
-        """The DuckDB settings the views evaluate under (``TimeZone``, ``Calendar``…),
-        recorded with the state when it was created and applied at every open."""
-        return MappingProxyType(self._settings)
 
     @property
     def iteration_limit(self) -> int:
