@@ -6,7 +6,7 @@ User-chosen names only ever appear inside quoted identifiers.
 
 from __future__ import annotations
 
-from ivm.storage.sqltext import quote
+from ivm.storage.sqltext import quote, unquote
 
 PREFIX = "__ivm_"
 FINGERPRINT_CHARS = 16
@@ -27,6 +27,17 @@ class TableNames:
     def scratch(self, view: str, operator: str, part: str) -> str:
         """A temporary table for one epoch's intermediate result."""
         return quote(f"{PREFIX}tmp_{view}#{operator[:FINGERPRINT_CHARS]}_{part}")
+
+    def describe(self, table: str) -> str:
+        """What a trace table holds, in a user's words (for ``explain``)."""
+        name = unquote(table)
+        if name.startswith(f"{PREFIX}rel_"):
+            return f"the rows of {name[len(PREFIX) + 4:]!r}"
+        if name.startswith(f"{PREFIX}op_"):
+            view, _, rest = name[len(PREFIX) + 3:].rpartition("#")
+            role, _, operator = rest.rpartition("-")
+            return f"{view!r}'s {role} state (operator {operator[:8]})"
+        return name
 
     def change(self, name: str) -> str:
         """A temporary table holding this epoch's change of a table or view."""

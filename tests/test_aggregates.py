@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from oracle.harness import MODES, Epoch, Harness, run_workload
+from oracle.harness import MODES, Epoch, Harness, random_workload, run_workload
 from oracle.spark import SPARK_PARTITIONS
 from test_sql_constructs import RANDOM_CDC as CONSTRUCTS_CDC
 
@@ -303,6 +303,7 @@ by ≥ 1 (ulp(Σx²) ≈ 10³), so 1e-5 still tells exact from cancelled."""
 def _run_with_tolerance(tables: list[str], views: dict[str, str], data: st.DataObject,
                         epochs: int, rel_tol: float) -> None:
     """``run_workload`` with another float tolerance (it has no parameter for one)."""
+    random_workload(data)
     harness = Harness(tables, DOMAINS, rel_tol=rel_tol)
     try:
         harness.create_views(views)

@@ -30,7 +30,6 @@ from ivm.execution.profile import OUTPUT
 from ivm.execution.row_index import Change, RowIndex, hash_columns_sql
 from ivm.plan.sql import W, column_list, consolidate_sql
 from ivm.schema import TableSchema
-from ivm.storage.results import fetch_first
 from ivm.views.batches import normalize_batch
 from ivm.views.definitions import ViewDef
 from ivm.views.diagnose import ViewFailed, explain_failure
@@ -112,7 +111,19 @@ class Ingest(_Base):
         runner = EpochRunner(
             self.con, self.names, changes, profile=profile, iteration_limit=self.iteration_limit,
             epoch=self.catalog.epoch + 1, memory=self.operator_memory,
+            arrangements=self.arrangements,
         )
+        try:
+            return self._run_views(runner, changes, commits)
+        finally:
+            runner.release()
+
+    def _run_views(
+        self, runner: EpochRunner, changes: dict[str, str], commits: list[tuple[str, str]]
+    ) -> dict[str, str]:
+        """Compute every affected view's change and append the epoch's rows to state;
+        returns the scratch tables holding each changed view's consolidated change."""
+        profile = self.profile
         changed_views: dict[str, str] = {}
         ran: set[str] = set()
         with profile.phase("views"):
@@ -128,7 +139,9 @@ class Ingest(_Base):
                     commits.append((self.names.relation_trace(view.name), changes[view.name]))
             runner.forget_unmaintained(ran)
             self.on_commit.extend(runner.after_commit_actions)
-        with profile.phase("state appends"):
+        self.on_commit.append(self.arrangements.committed)
+        self.on_rollback.append(self.arrangements.rolled_back)
+        with profile.phase("state appends"), self.arrangements.exporting():
             for table, rows in runner.commits:
                 self._append(table, rows)
             for table, rows in commits:  # consolidated changes
@@ -275,11 +288,8 @@ class Ingest(_Base):
     def _append(self, table: str, rows: str, consolidated: bool = False) -> None:
         """Append ``rows`` to the trace ``table`` and record how many for compaction
         (``consolidated``: each row of ``rows`` is there once)."""
-        try:
-            count = fetch_first(self.con, f"INSERT INTO {table} {rows}")
-        except duckdb.Error as error:
-            raise ExecutionError(f"appending to state failed: {error}") from error
-        self.compactor.appended(table, int(count[0]) if count else 0, consolidated)
+        count = self.arrangements.append(table, rows)
+        self.compactor.appended(table, count, consolidated)
 
     def _fetch_change(self, view: str, changed: dict[str, str]) -> pa.Table:
         if view in changed:

@@ -114,6 +114,7 @@ class SavedIndexes(_Base):
         are dropped, to be built from the traces again at first use."""
         self.row_indexes.clear()
         self.operator_memory.clear()
+        self.arrangements.clear()
 
     def _stamp(self) -> str:
         """What a snapshot must have been saved under to be taken back: the catalog's

@@ -33,6 +33,7 @@ from sqlglot.errors import SqlglotError
 from ivm.circuit.circuit import Circuit
 from ivm.circuit.incrementalize import incrementalize
 from ivm.errors import IvmError, SqlError, StateError
+from ivm.execution.arrangements import Arrangements
 from ivm.execution.embedded import DEFAULT_ITERATION_LIMIT, OperatorMemory
 from ivm.execution.profile import EpochProfile
 from ivm.execution.row_index import RowIndex
@@ -130,6 +131,7 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
         self._no_change: dict[str, pa.Table] = {}  # each view's empty change, by name
         self.row_indexes: dict[str, RowIndex] = {}  # base tables' live rows, built at first use
         self.operator_memory: OperatorMemory = {}  # operators' in-memory state (Run.memory)
+        self.arrangements = Arrangements(self.con)  # traces searchable by key, built at use
         # DuckDB's DESCRIBE of SQL while the stored views were planned at open (and those the
         # last session saved): asked again only if not there. Emptied by any DDL.
         self._described: dict[str, Schema] = {}
@@ -306,7 +308,22 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
         header, tree = circuit.explain(lambda op: profile.annotation(view, op.fingerprint)).split(
             "\n", 1
         )
-        return f"{profile.summary(view)}\n{header}{profile.output(view)}\n{tree}"
+        text = f"{profile.summary(view)}\n{header}{profile.output(view)}\n{tree}"
+        return text + "".join(f"\n{line}" for line in self._arrangement_lines(view))
+
+    def _arrangement_lines(self, view: str) -> list[str]:
+        """What ``explain(analyze=True)`` says of the arrangements ``view`` reads."""
+        sizes = [s for s in self.arrangements.sizes() if view in s.readers]
+        if not sizes:
+            return []
+        lines = ["arrangements read (in memory; one per trace and key, shared):"]
+        for size in sorted(sizes, key=lambda s: (s.table, s.key)):
+            readers = ", ".join(repr(r) for r in size.readers)
+            lines.append(
+                f"  {self.names.describe(size.table)} by ({', '.join(size.key)}): "
+                f"{size.entries:,} entries, {size.bytes / 1e6:,.1f} MB; read by {readers}"
+            )
+        return lines
 
     def plain_sql(self, view: str) -> str:
         """The view's logical plan as one ordinary DuckDB query over its tables and views:

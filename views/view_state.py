@@ -209,6 +209,7 @@ class ViewState(_Base):
         for table in dict.fromkeys(tables):
             self.con.execute(f"DROP TABLE IF EXISTS {table}").fetchall()
             self.compactor.forget(table)
+            self.arrangements.forget(table)
         for key in [k for k in self.operator_memory if k[0] == name]:
             del self.operator_memory[key]
 
@@ -218,4 +219,5 @@ class ViewState(_Base):
         trace = self.names.relation_trace(name)
         self.con.execute(f"DROP TABLE IF EXISTS {trace}").fetchall()
         self.compactor.forget(trace)
+        self.arrangements.forget(trace)
         self.row_indexes.pop(name, None)

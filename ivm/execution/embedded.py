@@ -20,7 +20,7 @@ same code computes the initial contents and fills the state.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import duckdb
@@ -28,11 +28,13 @@ import pyarrow as pa
 
 from ivm.circuit.circuit import Circuit
 from ivm.errors import ExecutionError
+from ivm.execution.arrangements import Arrangements
 from ivm.execution.profile import EpochProfile
 from ivm.execution.state import StateStore
-from ivm.operators.base import Operator
+from ivm.operators.base import At, Operator
+from ivm.operators.reads import read_sql
 from ivm.plan.sql import W, column_list, empty_relation
-from ivm.schema import Column, Schema
+from ivm.schema import Column, Schema, quote
 from ivm.storage.traces import create_trace
 
 DEFAULT_ITERATION_LIMIT = 1000
@@ -83,8 +85,12 @@ class EpochRunner:
         iteration_limit: int = DEFAULT_ITERATION_LIMIT,
         epoch: int = 0,
         memory: OperatorMemory | None = None,
+        arrangements: Arrangements | None = None,
     ) -> None:
         self.con = con
+        self.arrangements = None if backfill else arrangements
+        self.slices: list[str] = []
+        """Names of the Arrow tables registered with DuckDB for this epoch's reads."""
         self._memory = memory
         self.after_commit_actions: list[Callable[[], None]] = []
         self.iteration_limit = iteration_limit
@@ -97,6 +103,7 @@ class EpochRunner:
         self.empty: set[str] = set()  # SQL reading scratch tables that hold no rows
         self._change: dict[tuple[str, str], str | None] = {}
         self._integral: dict[tuple[str, str], str] = {}
+        self._schemas: dict[tuple[str, str], Schema] = {}
         self._view = ""
 
     def run(self, circuit: Circuit) -> str | None:
@@ -127,13 +134,46 @@ class EpochRunner:
             return self._relation(name, schema)
         return self.changes.get(name)
 
-    def source_integral(self, name: str, schema: Schema) -> str:
+    def source_integral(self, name: str, schema: Schema, at: At | None = None) -> str:
         if self.backfill:
             return empty_relation(schema)
-        return self._relation(name, schema)
+        return self._read(self.store.relation_trace(name), schema.names, at, False)
 
-    def trace(self, op: Operator, role: str) -> str:
-        return self.store.operator_trace(self._view, op.fingerprint, role)
+    def read(self, op: Operator, role: str, at: At | None = None, live: bool = False) -> str:
+        table = self.store.operator_trace(self._view, op.fingerprint, role)
+        return self._read(table, self._trace_schema(op, role).names, at, live)
+
+    def _read(self, table: str, names: Sequence[str], at: At | None, live: bool) -> str:
+        """SQL of a read of trace ``table``: at keys, from its arrangement when the session
+        keeps them (an Arrow table registered for this epoch), else from the table."""
+        if at is None or self.arrangements is None:
+            return read_sql(f"SELECT * FROM {table}", names, at, live)
+        start = time.perf_counter()
+        rows = self.arrangements.lookup(table, at, live, self._view)
+        name = f"__ivm_slice{len(self.slices)}"
+        self.con.register(name, rows)
+        self.slices.append(name)
+        if self.profile is not None:
+            self.profile.lookups += time.perf_counter() - start
+        # The slice is consolidated already; the keys' values pick out the hashes' rows.
+        # Its columns take back the trace's exact types (Arrow has no ENUM, say).
+        types = dict(self.arrangements.columns(table))
+        typed = ", ".join(f"CAST({quote(n)} AS {types[n]}) AS {quote(n)}" for n in names)
+        return read_sql(f"SELECT {typed}, {W} FROM {name}", names, at)
+
+    def release(self) -> None:
+        """Unregister the Arrow tables this epoch's reads registered."""
+        for name in self.slices:
+            self.con.unregister(name)
+        self.slices.clear()
+
+    def _trace_schema(self, op: Operator, role: str) -> Schema:
+        """The columns of ``op``'s trace ``role``."""
+        key = (op.fingerprint, role)
+        if key not in self._schemas:
+            for spec in op.traces():
+                self._schemas[(op.fingerprint, spec.role)] = spec.schema
+        return self._schemas[key]
 
     def materialize(
         self, op: Operator, part: str, sql: str, rows: Mapping[str, pa.Table] | None = None
@@ -180,9 +220,10 @@ class EpochRunner:
             self.profile.record(self._view, op.fingerprint, time.perf_counter() - start, 0)
         return rows[0][0] if rows else None
 
-    def append(self, trace: str, rows: str) -> None:
+    def append(self, op: Operator, role: str, rows: str) -> None:
         if rows not in self.empty:  # appending nothing would still cost a statement
-            self.commits.append((trace, rows))
+            table = self.store.operator_trace(self._view, op.fingerprint, role)
+            self.commits.append((table, rows))
 
     def fetch(self, op: Operator, sql: str) -> pa.Table:
         start = time.perf_counter()
@@ -200,7 +241,18 @@ class EpochRunner:
         return self._memory.setdefault((self._view, op.fingerprint), {})
 
     def after_commit(self, action: Callable[[], None]) -> None:
-        self.after_commit_actions.append(action)
+        view = self._view
+
+        def in_its_view() -> None:
+            # The action reads state through this runner: as the view that asked for it
+            # (operators of several views share fingerprints, their traces do not).
+            saved, self._view = self._view, view
+            try:
+                action()
+            finally:
+                self._view = saved
+
+        self.after_commit_actions.append(in_its_view)
 
     def forget_unmaintained(self, views: set[str]) -> None:
         """Drop what the session keeps in memory for operators of ``views`` (views this

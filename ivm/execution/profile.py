@@ -41,6 +41,8 @@ class EpochProfile:
     """Each operator's statements, by (view, operator fingerprint)."""
     changed: set[tuple[str, str]] = field(default_factory=set)
     """The operators that had a change, by (view, operator fingerprint)."""
+    lookups: float = 0.0
+    """Seconds spent reading arrangements at keys (hashing the keys, searching, taking)."""
     per_operator: bool = True
     """False where operators run remotely (Spark): only views' times are known."""
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from ivm.operators.base import Operator, Run, TraceSpec
 from ivm.plan.node import Plan
-from ivm.plan.sql import W, column_list, consolidate_sql
+from ivm.plan.sql import consolidate_sql
 
 INPUT = "input"
 
@@ -58,11 +58,11 @@ class Arrangement(Operator):
         if delta is None:
             return None
         change = run.materialize(self, "change", consolidate_sql(delta, self.schema.names))
-        run.append(run.trace(self, INPUT), change)
+        run.append(self, INPUT, change)
         return change
 
     def integral(self, run: Run) -> str:
-        return f"SELECT {column_list(self.schema.names)}, {W} FROM {run.trace(self, INPUT)}"
+        return run.read(self, INPUT)
 
     def label(self) -> str:
         return "Arrangement (state: the input's integral, so what is below is read once)"

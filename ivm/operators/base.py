@@ -58,6 +58,18 @@ class TraceSpec:
     key: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class At:
+    """Where a read of a trace looks: the rows whose ``columns`` equal the values of a row
+    of ``keys`` (SQL whose columns give, in order, one value per column of ``columns``).
+    With ``nulls``, NULL equals NULL (a group key); without, a NULL key matches nothing
+    (a join key)."""
+
+    columns: tuple[str, ...]
+    keys: str
+    nulls: bool = True
+
+
 @runtime_checkable
 class Savable(Protocol):
     """A value of an operator's memory that a closing session saves (``Run.memory``)."""
@@ -101,12 +113,17 @@ class Run(Protocol):
         """The change of base table or view ``name`` this epoch."""
         ...
 
-    def source_integral(self, name: str, schema: Schema) -> str:
-        """The contents of base table or view ``name`` before this epoch."""
+    def source_integral(self, name: str, schema: Schema, at: At | None = None) -> str:
+        """The contents of base table or view ``name`` before this epoch (rows with
+        weights, not consolidated); with ``at``, only the rows at its keys."""
         ...
 
-    def trace(self, op: Operator, role: str) -> str:
-        """Quoted table name of ``op``'s trace ``role``."""
+    def read(self, op: Operator, role: str, at: At | None = None, live: bool = False) -> str:
+        """SQL of the rows of ``op``'s trace ``role`` before this epoch, with their weights:
+        every row, or with ``at`` only those at its keys. Not consolidated (a row may come
+        several times, with any weights), unless ``live``: then each row once with its
+        summed weight, kept only where that is positive. The one way an operator reads
+        its state: which table or arrangement holds it is the executor's business."""
         ...
 
     def materialize(
@@ -116,8 +133,9 @@ class Run(Protocol):
         ``sql`` reads by name (what an operator computed in memory), for that statement."""
         ...
 
-    def append(self, trace: str, rows: str) -> None:
-        """Append ``rows`` to ``trace`` once every view has computed its change."""
+    def append(self, op: Operator, role: str, rows: str) -> None:
+        """Append ``rows`` to ``op``'s trace ``role`` once every view has computed its
+        change (until then every read sees the trace as it was before the epoch)."""
         ...
 
     def extend(self, op: Operator, part: str, sql: str) -> str:
@@ -244,17 +262,20 @@ class Operator:
         assert result is not None
         return result
 
-    def integral_at(self, run: Run, column: str, keys: str) -> str | None:
-        """SQL of this operator's integral before the epoch restricted to the rows whose
-        ``column`` equals a value of ``keys`` (SQL of one column; NULL matches nothing),
-        when the restriction can be applied below the integral's own consolidation (a
-        join reads an input's integral at the keys of another input's change); None:
+    def integral_at(self, run: Run, at: At) -> str | None:
+        """SQL of this operator's integral before the epoch restricted to the rows ``at``
+        keys, when the restriction can be applied below the integral's own consolidation
+        (a join reads an input's integral at the keys of another input's change); None:
         read ``integral``. A one-input linear operator passes it to its input."""
         plain_integral = type(self).integral is Operator.integral
         if not (self.linear and plain_integral and len(self.inputs) == 1):
             return None
-        origin = self.column_origin(column)
-        inner = None if origin is None else self.inputs[0].integral_at(run, origin, keys)
+        origins = [self.column_origin(c) for c in at.columns]
+        if any(o is None for o in origins):
+            return None
+        inner = self.inputs[0].integral_at(
+            run, At(tuple(origins), at.keys, at.nulls)  # type: ignore[arg-type]
+        )
         return None if inner is None else self.linear_sql([inner])
 
     def global_input_change(self, run: Run) -> str | None:

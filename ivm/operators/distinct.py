@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ivm.operators.base import Operator, Run, TraceSpec
+from ivm.operators.base import At, Operator, Run, TraceSpec
 from ivm.operators.set_operation import multiplicity_change_sql
 from ivm.plan.node import Plan
-from ivm.plan.sql import W, at_keys_sql, column_list, consolidate_sql
+from ivm.plan.sql import W, column_list, consolidate_sql
 
 INPUT = "input"
 
@@ -53,35 +53,31 @@ class IncrementalDistinct(Operator):
             return None
         names = self.schema.names
         consolidated = run.materialize(self, "input", consolidate_sql(change, names))
-        trace = run.trace(self, INPUT)
-        run.append(trace, consolidated)
-        return run.materialize(self, "output", distinct_step_sql(names, consolidated, trace))
+        old = run.read(self, INPUT, At(tuple(names), consolidated), live=True)
+        run.append(self, INPUT, consolidated)
+        return run.materialize(self, "output", distinct_step_sql(names, consolidated, old))
 
     def integral(self, run: Run) -> str:
-        return self._live_rows(run, "")
+        return self._live_rows(run.read(self, INPUT, live=True))
 
-    def integral_at(self, run: Run, column: str, keys: str) -> str | None:
-        # The trace is filtered before it is grouped: a join reading the rows at a few
-        # keys no longer groups the whole trace (TPC-H Q4: 157 → ≈20 ms per epoch).
-        return self._live_rows(run, at_keys_sql(column, keys))
+    def integral_at(self, run: Run, at: At) -> str | None:
+        # The trace is read at the keys before it is grouped: a join reading the rows at a
+        # few keys no longer groups the whole trace (TPC-H Q4: 157 → ≈20 ms per epoch).
+        return self._live_rows(run.read(self, INPUT, at, live=True))
 
-    def _live_rows(self, run: Run, where: str) -> str:
-        cols = column_list(self.schema.names)
-        trace = run.trace(self, INPUT)
-        return (
-            f"SELECT {cols}, 1::BIGINT AS {W} FROM {trace} {where} "
-            f"GROUP BY {cols} HAVING SUM({W}) > 0"
-        )
+    def _live_rows(self, live: str) -> str:
+        return f"SELECT {column_list(self.schema.names)}, 1::BIGINT AS {W} FROM ({live}) AS __l"
 
     def label(self) -> str:
         return "IncrementalDistinct (state: input trace by whole row)"
 
 
-def distinct_step_sql(names: Sequence[str], delta: str, trace: str) -> str:
-    """The output change; ``delta`` must be consolidated, ``trace`` is the input trace.
+def distinct_step_sql(names: Sequence[str], delta: str, old: str) -> str:
+    """The output change; ``delta`` must be consolidated, ``old`` holds the input's live
+    rows before the epoch at (at least) the rows of ``delta``.
 
     DISTINCT is the one-input set operation: its multiplicity function is [w > 0]."""
-    return multiplicity_change_sql(names, delta, (W,), (trace,), _distinct)
+    return multiplicity_change_sql(names, delta, (W,), (old,), _distinct)
 
 
 def _distinct(weights: Sequence[str]) -> str:

@@ -143,8 +143,8 @@ class FixedPoint(Operator):
     # -- computation -------------------------------------------------------------------------
 
     def integral(self, run: Run) -> str:
-        trace = run.trace(self, WORKING if self.recursive.union_all else BIRTHS)
-        return f"SELECT {column_list(self.schema.names)}, {W} FROM {trace}"
+        rows = run.read(self, WORKING if self.recursive.union_all else BIRTHS)
+        return f"SELECT {column_list(self.schema.names)}, {W} FROM ({rows}) AS __r"
 
     def change(self, run: Run) -> str | None:
         anchor = run.change(self.inputs[0])
@@ -152,8 +152,8 @@ class FixedPoint(Operator):
         if anchor is None and all(i is None for i in imports):
             return None
         names = self.schema.names
-        old = run.trace(self, WORKING if self.recursive.union_all else BIRTHS)
-        nested = NestedRun(run, self, f"SELECT * FROM {old}")
+        old = run.read(self, WORKING if self.recursive.union_all else BIRTHS)
+        nested = NestedRun(run, self, old)
         seeds = []
         if anchor is not None:
             seeds.append(f"SELECT {column_list(names)}, 0::BIGINT AS {ITER}, {W} FROM ({anchor})")

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 from ivm.functions.aggregates import Invertible
 from ivm.operators.aggregate import Aggregate, AggregateCall
-from ivm.operators.base import Describe, Operator, Run, TraceSpec
-from ivm.plan.sql import W, at_keys_sql, column_list, empty_relation, null_safe_match
+from ivm.operators.base import At, Describe, Operator, Run, TraceSpec
+from ivm.plan.sql import W, column_list, empty_relation, null_safe_match
 from ivm.schema import Column, Schema, quote
 
 COUNT = "__cnt"
@@ -87,25 +87,23 @@ class InvertibleAggregate(Operator):
         delta = run.change(self.inputs[0]) if self.aggregate.keys else self.global_input_change(run)
         if delta is None:
             return None
-        trace = run.trace(self, VERSIONS)
-        versions = run.materialize(self, "versions", self.step_sql(delta, trace))
-        run.append(trace, versions)
+        keys = self.aggregate.keys
+        touched = f"SELECT DISTINCT {column_list(keys)} FROM ({delta}) AS __d"
+        old = run.read(self, VERSIONS, At(keys, touched) if keys else None, live=True)
+        versions = run.materialize(self, "versions", self.step_sql(delta, old))
+        run.append(self, VERSIONS, versions)
         names = column_list(self.schema.names)
         return f"SELECT {names}, {W} FROM ({versions}) AS v"
 
     def integral(self, run: Run) -> str:
-        return self._live_groups(run, "")
+        return self._visible(run.read(self, VERSIONS, live=True))
 
-    def integral_at(self, run: Run, column: str, keys: str) -> str | None:
-        return self._live_groups(run, at_keys_sql(column, keys))  # filtered, then grouped
+    def integral_at(self, run: Run, at: At) -> str | None:
+        return self._visible(run.read(self, VERSIONS, at, live=True))  # read, then grouped
 
-    def _live_groups(self, run: Run, where: str) -> str:
-        names = column_list(self.schema.names)
-        trace = run.trace(self, VERSIONS)
-        return (
-            f"SELECT {names}, SUM({W})::BIGINT AS {W} FROM {trace} {where} "
-            f"GROUP BY {names} HAVING SUM({W}) > 0"
-        )
+    def _visible(self, live: str) -> str:
+        """The output's rows of the live group versions ``live``."""
+        return f"SELECT {column_list(self.schema.names)}, {W} FROM ({live}) AS __v"
 
     # -- SQL ---------------------------------------------------------------------------------
 
@@ -130,17 +128,14 @@ class InvertibleAggregate(Operator):
         group = f" GROUP BY {column_list(node.keys)}" if node.keys else ""
         return f"SELECT {', '.join(parts)} FROM ({delta}) AS d{group}"
 
-    def step_sql(self, delta: str, state: str) -> str:
-        """This epoch's group versions: old ones with −1, new ones with +1."""
+    def step_sql(self, delta: str, live: str) -> str:
+        """This epoch's group versions: old ones with −1, new ones with +1. ``live``: the
+        live group versions before the epoch, at (at least) the groups ``delta`` touches."""
         node = self.aggregate
         keys = list(node.keys)
         moments = self.moment_names()
         stored = [c for c in self.state.names if c not in {k.name for k in node.calls}]
-        old = (
-            f"SELECT {column_list(self.state.names, 's')} FROM {state} AS s"
-            + (f" SEMI JOIN p ON {null_safe_match(keys, 's', 'p')}" if keys else "")
-            + f" GROUP BY ALL HAVING SUM(s.{W}) > 0"
-        )
+        old = f"SELECT {column_list(self.state.names)} FROM ({live}) AS s"
         combined = [f"p.{quote(k)}" for k in keys] + [
             f"COALESCE(o.{quote(m)}, 0) + COALESCE(p.{quote(m)}, 0) AS {quote(m)}"
             for m in moments

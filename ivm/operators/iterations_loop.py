@@ -19,10 +19,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ivm.errors import IterationLimitError
-from ivm.operators.base import Run
+from ivm.operators.base import At, Run
 from ivm.operators.nested_run import NestedRun
 from ivm.operators.recursive import ITER, tagged_schema
-from ivm.plan.sql import W, column_list, empty_relation, null_safe_match
+from ivm.plan.sql import W, column_list, empty_relation, null_safe_match, union_all_sql
 
 if TYPE_CHECKING:
     from ivm.operators.fixed_point import FixedPoint
@@ -85,8 +85,8 @@ class Loop:
             return
         self.changes = self.run.materialize(self.op, "changes", step)
         self.changed = True
-        old = self.run.trace(self.op, WORKING if self.op.recursive.union_all else BIRTHS)
-        self.nested.feedback_integral = f"SELECT * FROM {old} UNION ALL {self.changes}"
+        old = self.run.read(self.op, WORKING if self.op.recursive.union_all else BIRTHS)
+        self.nested.feedback_integral = union_all_sql([old, self.changes])
 
 
 class UnionAllLoop(Loop):
@@ -104,7 +104,7 @@ class UnionAllLoop(Loop):
     def iterate(self) -> str | None:
         changes = super().iterate()
         if changes is not None:
-            self.run.append(self.run.trace(self.op, WORKING), changes)
+            self.run.append(self.op, WORKING, changes)
         return changes
 
 
@@ -114,9 +114,9 @@ class UnionLoop(Loop):
     def iterate(self) -> str | None:
         changes = super().iterate()
         if changes is not None:
-            self.run.append(self.run.trace(self.op, BIRTHS), changes)
+            self.run.append(self.op, BIRTHS, changes)
         derivations = f"SELECT * FROM ({self.pending}) AS p WHERE {W} <> 0"  # not the markers
-        self.run.append(self.run.trace(self.op, DERIVATIONS), derivations)
+        self.run.append(self.op, DERIVATIONS, derivations)
         return changes
 
     def working_change(self, j: int) -> str | None:
@@ -151,13 +151,16 @@ class UnionLoop(Loop):
         births so far (c): one GROUP BY, where NULL values group as equal."""
         names = self.names
         cols = column_list(names)
-        births = self.run.trace(self.op, BIRTHS)
-        counts = self.run.trace(self.op, DERIVATIONS)
+        examined = (
+            f"SELECT DISTINCT {cols} FROM ({self.pending}) AS p WHERE {ITER} = {j}"
+        )
+        births = self.run.read(self.op, BIRTHS, At(tuple(names), examined))
+        counts = self.run.read(self.op, DERIVATIONS, At(tuple(names), examined))
 
         def rows(kind: str, source: str, where: str = "") -> str:
             return (
                 f"SELECT {column_list(names, 'x')}, '{kind}' AS __ivm_kind, x.{ITER}, x.{W} "
-                f"FROM {source} AS x SEMI JOIN k ON {null_safe_match(names, 'x', 'k')}{where}"
+                f"FROM ({source}) AS x{where}"
             )
 
         def total(kinds: str, condition: str) -> str:
@@ -167,13 +170,14 @@ class UnionLoop(Loop):
             )
 
         return f"""
-WITH k AS (SELECT DISTINCT {cols} FROM ({self.pending}) AS p WHERE {ITER} = {j}),
+WITH k AS ({examined}),
 facts AS (
   SELECT {cols}, 'p' AS __ivm_kind, {ITER}, {W} FROM ({self.pending}) AS p
     WHERE {ITER} = {j}
   UNION ALL {rows('n', counts, f" WHERE x.{ITER} >= {j}")}
   UNION ALL {rows('b', births)}
-  UNION ALL {rows('c', f"({self.changes})")}),
+  UNION ALL {rows('c', f"SELECT * FROM ({self.changes}) AS __c SEMI JOIN k ON "
+                      f"{null_safe_match(names, '__c', 'k')}")}),
 sums AS (SELECT {cols}, __ivm_kind, {ITER}, SUM({W}) AS __ivm_s FROM facts GROUP BY ALL),
 rows AS (SELECT {cols},
     {total("'p', 'n'", f"{ITER} = {j}")} > 0 AS __ivm_derived,

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from ivm.operators.base import Operator, Run
+from ivm.operators.base import At, Operator, Run
 from ivm.plan.node import Plan
 from ivm.plan.sql import join_sql, sql_of, union_all_sql
 from ivm.schema import quote
@@ -131,7 +131,7 @@ class DeltaJoin(Operator):
             for a, b in (sides, sides[::-1]):
                 if a.name in mine and b.name in theirs:
                     keys = f"SELECT {quote(b.name)} FROM ({delta}) AS __d"
-                    restricted = self.inputs[j].integral_at(run, a.name, keys)
+                    restricted = self.inputs[j].integral_at(run, At((a.name,), keys, False))
                     if restricted is not None:
                         return restricted
         return None

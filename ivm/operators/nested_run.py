@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from ivm.operators.base import Operator, Run
+from ivm.operators.base import At, Operator, Run
+from ivm.operators.reads import read_sql
 from ivm.plan.sql import union_all_sql
 from ivm.schema import Schema
 
@@ -48,8 +49,8 @@ class NestedRun:
         self._change: dict[str, str | None] = {}
         self._integral: dict[str, str] = {}
         self._pending: list[tuple[str, str]] = []
-        self._roles: dict[str, str] = {}  # text trace() returned → nested role
         self._accumulated: dict[str, str] = {}  # nested role → SQL reading its accumulator
+        self._schemas = {spec.role: spec.schema for spec in owner.traces()}
 
     @property
     def epoch(self) -> int:
@@ -83,7 +84,7 @@ class NestedRun:
     def finish(self) -> None:
         """Append what the steps accumulated to the child's traces (at commit)."""
         for role, rows in self._accumulated.items():
-            self.parent.append(self.parent.trace(self.owner, role), rows)
+            self.parent.append(self.owner, role, rows)
 
     def import_change(self, index: int) -> str | None:
         """The change of import ``index``: its epoch's change at step 0, then none."""
@@ -111,18 +112,18 @@ class NestedRun:
     def source_change(self, name: str, schema: Schema) -> str | None:
         raise TypeError("a recursive step reads relations through its imports")
 
-    def source_integral(self, name: str, schema: Schema) -> str:
+    def source_integral(self, name: str, schema: Schema, at: At | None = None) -> str:
         raise TypeError("a recursive step reads relations through its imports")
 
-    def trace(self, op: Operator, role: str) -> str:
+    def read(self, op: Operator, role: str, at: At | None = None, live: bool = False) -> str:
         name = nested_role(op, role)
-        table = self.parent.trace(self.owner, name)
+        stored = self.parent.read(self.owner, name, at)
         if name in self._accumulated:
-            text = f"(SELECT * FROM {table} UNION ALL {self._accumulated[name]})"
-        else:
-            text = table
-        self._roles[text] = name
-        return text
+            names = self._schemas[name].names
+            stored = union_all_sql([stored, read_sql(self._accumulated[name], names, at)])
+        if not live:
+            return stored
+        return read_sql(stored, self._schemas[name].names, live=True)
 
     def materialize(
         self, op: Operator, part: str, sql: str, rows: Mapping[str, pa.Table] | None = None
@@ -147,8 +148,8 @@ class NestedRun:
     def after_commit(self, action: Callable[[], None]) -> None:
         self.parent.after_commit(action)
 
-    def append(self, trace: str, rows: str) -> None:
-        self._pending.append((self._roles[trace], rows))
+    def append(self, op: Operator, role: str, rows: str) -> None:
+        self._pending.append((nested_role(op, role), rows))
 
 
 @dataclass(frozen=True, eq=False)

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ivm.operators.base import Operator, Run, TraceSpec
-from ivm.plan.sql import W, at_keys_sql, column_list, consolidate_sql, null_safe_match, quote
+from ivm.operators.base import At, Operator, Run, TraceSpec
+from ivm.plan.sql import W, column_list, consolidate_sql
 
 INPUT = "input"
 OUTPUT = "output"
@@ -78,46 +78,34 @@ class PerKey(Operator):
             return None
         names = self.inputs[0].schema.names
         change = run.materialize(self, "delta", consolidate_sql(delta, names))
-        inputs, outputs = run.trace(self, INPUT), run.trace(self, OUTPUT)
+        touched = f"SELECT DISTINCT {column_list(self.keys)} FROM ({change}) AS c"
+        inputs = run.read(self, INPUT, At(self.keys, touched) if self.keys else None)
+        outputs = run.read(self, OUTPUT, At(self.output_keys, touched) if self.keys else None)
         output = run.materialize(self, "output", self.step_sql(change, inputs, outputs))
-        run.append(inputs, change)
-        run.append(outputs, output)
+        run.append(self, INPUT, change)
+        run.append(self, OUTPUT, output)
         return output
 
     def integral(self, run: Run) -> str:
-        return self._live_output(run, "")
+        return run.read(self, OUTPUT, live=True)
 
-    def integral_at(self, run: Run, column: str, keys: str) -> str | None:
-        return self._live_output(run, at_keys_sql(column, keys))  # filtered, then grouped
-
-    def _live_output(self, run: Run, where: str) -> str:
-        rows = f"SELECT * FROM {run.trace(self, OUTPUT)} {where}"
-        return consolidate_sql(rows, self.schema.names, positive_only=True)
+    def integral_at(self, run: Run, at: At) -> str | None:
+        return run.read(self, OUTPUT, at, live=True)  # read at the keys, then grouped
 
     def step_sql(self, change: str, inputs: str, outputs: str) -> str:
-        """The output change for the keys ``change`` touches (see the module docstring)."""
+        """The output change for the keys ``change`` touches (see the module docstring):
+        ``inputs`` and ``outputs`` are the traces' rows at (at least) those keys."""
         names = self.inputs[0].schema.names
         out = self.schema.names
-        if self.keys:
-            at_input = f" SEMI JOIN k ON {null_safe_match(self.keys, 't', 'k')}"
-            at_output = " SEMI JOIN k ON " + " AND ".join(
-                f"t.{quote(o)} IS NOT DISTINCT FROM k.{quote(i)}"
-                for o, i in zip(self.output_keys, self.keys, strict=True)
-            )
-            touched = f"k AS (SELECT DISTINCT {column_list(self.keys)} FROM ({change}) AS c), "
-        else:
-            at_input = at_output = touched = ""
         live = consolidate_sql(
-            f"SELECT {column_list(names, 't')}, t.{W} FROM {inputs} AS t{at_input} "
+            f"SELECT {column_list(names)}, {W} FROM ({inputs}) AS t "
             f"UNION ALL SELECT {column_list(names)}, {W} FROM ({change}) AS c",
             names,
             positive_only=True,
         )
-        old = (
-            f"SELECT {column_list(out, 't')}, -t.{W} AS {W} FROM {outputs} AS t{at_output}"
-        )
+        old = f"SELECT {column_list(out)}, -{W} AS {W} FROM ({outputs}) AS t"
         return (
-            f"WITH {touched}live AS ({live}), new AS ({self.group_sql('SELECT * FROM live')}) "
+            f"WITH live AS ({live}), new AS ({self.group_sql('SELECT * FROM live')}) "
             + consolidate_sql(
                 f"SELECT {column_list(out)}, {W} FROM new UNION ALL {old}", out
             )

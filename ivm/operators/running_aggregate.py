@@ -50,11 +50,10 @@ from functools import cached_property
 from ivm.functions.moments import Moment
 from ivm.functions.running import Running, exact
 from ivm.operators.aggregate import Aggregate, AggregateCall
-from ivm.operators.base import Describe, Operator, Run, TraceSpec
+from ivm.operators.base import At, Describe, Operator, Run, TraceSpec
 from ivm.operators.invertible_aggregate import COUNT, call_weight, moment_column
 from ivm.plan.sql import (
     W,
-    at_keys_sql,
     column_list,
     consolidate_sql,
     empty_relation,
@@ -171,25 +170,27 @@ class RunningAggregate(Operator):
             return None
         names = self.inputs[0].schema.names
         change = run.materialize(self, "delta", consolidate_sql(delta, names))
-        groups, inputs = run.trace(self, GROUPS), run.trace(self, INPUT)
+        keys = self.aggregate.keys
+        touched = f"SELECT DISTINCT {column_list(keys)} FROM ({change}) AS __d"
+        groups = run.read(self, GROUPS, At(keys, touched) if keys else None, live=True)
+        # The flagged groups' rows are picked out of every row in the statement that
+        # knows which groups are flagged.
+        inputs = run.read(self, INPUT)
         versions = run.materialize(self, "versions", self.step_sql(change, groups, inputs))
-        run.append(inputs, change)
-        run.append(groups, f"SELECT {column_list(self.state.names)}, {W} FROM ({versions}) AS v")
+        run.append(self, INPUT, change)
+        run.append(self, GROUPS,
+                   f"SELECT {column_list(self.state.names)}, {W} FROM ({versions}) AS v")
         return f"SELECT {column_list(self.schema.names)}, {W} FROM ({versions}) AS v"
 
     def integral(self, run: Run) -> str:
-        return self._live_groups(run, "")
+        return self._visible(run.read(self, GROUPS, live=True))
 
-    def integral_at(self, run: Run, column: str, keys: str) -> str | None:
-        return self._live_groups(run, at_keys_sql(column, keys))  # filtered, then grouped
+    def integral_at(self, run: Run, at: At) -> str | None:
+        return self._visible(run.read(self, GROUPS, at, live=True))  # read, then grouped
 
-    def _live_groups(self, run: Run, where: str) -> str:
-        names = column_list(self.schema.names)
-        trace = run.trace(self, GROUPS)
-        return (
-            f"SELECT {names}, SUM({W})::BIGINT AS {W} FROM {trace} {where} "
-            f"GROUP BY {names} HAVING SUM({W}) > 0"
-        )
+    def _visible(self, live: str) -> str:
+        """The output's rows of the live group versions ``live``."""
+        return f"SELECT {column_list(self.schema.names)}, {W} FROM ({live}) AS __v"
 
     # -- columns -----------------------------------------------------------------------------
 
@@ -306,9 +307,9 @@ class RunningAggregate(Operator):
         return f"SELECT {', '.join([*keys, *states])} FROM ({live}) AS l{group}"
 
     def _at_flagged(self, table: str) -> str:
-        """The rows of ``table`` (input rows) of the flagged groups ``f``."""
+        """The rows of ``table`` (SQL of input rows) of the flagged groups ``f``."""
         keys, names = self.aggregate.keys, self.inputs[0].schema.names
-        rows = f"SELECT {column_list(names, 'x')}, x.{W} FROM {table} AS x"
+        rows = f"SELECT {column_list(names, 'x')}, x.{W} FROM ({table}) AS x"
         if not keys:
             return f"{rows} WHERE EXISTS (SELECT 1 FROM f)"
         # Keys matched with = (DuckDB then prunes the scan of a sorted input by the few
@@ -321,22 +322,21 @@ class RunningAggregate(Operator):
         )
 
     def step_sql(self, delta: str, groups: str, inputs: str) -> str:
-        """This epoch's group versions: old ones with −1, new ones with +1 (see the module)."""
+        """This epoch's group versions: old ones with −1, new ones with +1 (see the module).
+        ``groups``: the live group versions before the epoch, at (at least) the groups
+        ``delta`` touches; ``inputs``: the input's rows before the epoch, at (at least)
+        the groups flagged."""
         node = self.aggregate
         keys = list(node.keys)
         stored, held = self.state.names, self.held_names()
         names = self.inputs[0].schema.names
-        old = (
-            f"SELECT {column_list(stored, 's')} FROM {groups} AS s"
-            + (f" SEMI JOIN p ON {null_safe_match(keys, 's', 'p')}" if keys else "")
-            + f" GROUP BY ALL HAVING SUM(s.{W}) > 0"
-        )
+        old = f"SELECT {column_list(stored)} FROM ({groups}) AS s"
         if keys:
             flagged = f"SELECT {column_list(keys)} FROM c WHERE {FLAG}"
         else:
             flagged = f"SELECT 1 AS __one FROM c WHERE {FLAG}"
         live = consolidate_sql(
-            f"{self._at_flagged(inputs)} UNION ALL {self._at_flagged('d')}",
+            f"{self._at_flagged(inputs)} UNION ALL {self._at_flagged('SELECT * FROM d')}",
             names,
             positive_only=True,
         )

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ivm.operators.base import Operator, Run
+from ivm.operators.base import At, Operator, Run
 from ivm.plan.node import Plan
 from ivm.plan.sql import column_list
 from ivm.schema import quote
@@ -53,6 +53,9 @@ class Source(Operator):
 
     def integral(self, run: Run) -> str:
         return run.source_integral(self.name, self.schema)
+
+    def integral_at(self, run: Run, at: At) -> str | None:
+        return run.source_integral(self.name, self.schema, at)
 
     def label(self) -> str:
         return f"Source {self.name} (integral: the relation's trace)"

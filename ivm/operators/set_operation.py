@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ivm.operators.base import Operator, Run, TraceSpec
+from ivm.operators.base import At, Operator, Run, TraceSpec
 from ivm.plan.node import Plan
 from ivm.plan.sql import W, column_list, null_safe_match
 from ivm.schema import quote
@@ -109,13 +109,14 @@ class IncrementalSetOperation(Operator):
             f"SELECT {cols}, {sums} FROM ({' UNION ALL '.join(parts)}) AS __t "
             f"GROUP BY {cols} HAVING {nonzero}",
         )
-        traces = [run.trace(self, role) for role in ROLES]
-        for side, (change, trace) in enumerate(zip(changes, traces, strict=True)):
+        at = At(tuple(names), f"SELECT {cols} FROM ({touched}) AS __t")
+        olds = [run.read(self, role, at, live=True) for role in ROLES]
+        for side, (change, role) in enumerate(zip(changes, ROLES, strict=True)):
             if change is not None:
                 d = DELTAS[side]
-                run.append(trace, f"SELECT {cols}, {d} AS {W} FROM ({touched}) AS __t "
-                                  f"WHERE {d} <> 0")
-        step = multiplicity_change_sql(names, touched, DELTAS, traces,
+                run.append(self, role, f"SELECT {cols}, {d} AS {W} FROM ({touched}) AS __t "
+                                       f"WHERE {d} <> 0")
+        step = multiplicity_change_sql(names, touched, DELTAS, olds,
                                        MULTIPLICITIES[self.operation])
         return run.materialize(self, "output", step)
 
@@ -125,7 +126,7 @@ class IncrementalSetOperation(Operator):
         sides = " UNION ALL ".join(
             f"SELECT {cols}, "
             + ", ".join(f"{W if d == side else '0'}::BIGINT AS {c}" for d, c in enumerate(DELTAS))
-            + f" FROM {run.trace(self, role)}"
+            + f" FROM ({run.read(self, role)}) AS __r{side}"
             for side, role in enumerate(ROLES)
         )
         weight = MULTIPLICITIES[self.operation](DELTAS)
@@ -146,23 +147,19 @@ def multiplicity_change_sql(
     names: Sequence[str],
     touched: str,
     deltas: Sequence[str],
-    traces: Sequence[str],
+    olds: Sequence[str],
     multiplicity: Multiplicity,
 ) -> str:
     """The output change f(new weights) − f(old weights) at the touched rows.
 
     ``touched``: consolidated rows (columns ``names``) with, in column ``deltas[i]``, the
-    change of input i's weight; ``traces[i]``: input i's trace (its weights before the
-    epoch), read only at the touched rows. Rows whose output weight does not move are
-    dropped.
+    change of input i's weight; ``olds[i]``: input i's live rows before the epoch (each
+    once, with its weight), at least at the touched rows. Rows whose output weight does
+    not move are dropped.
     """
     cols = column_list(names)
     joins, old, new = [], [], []
-    for i, (delta, trace) in enumerate(zip(deltas, traces, strict=True)):
-        weights = (
-            f"SELECT {column_list(names, 't')}, SUM(t.{W}) AS {W} FROM {trace} AS t "
-            f"SEMI JOIN ({touched}) AS d ON {null_safe_match(names, 't', 'd')} GROUP BY ALL"
-        )
+    for i, (delta, weights) in enumerate(zip(deltas, olds, strict=True)):
         joins.append(f"LEFT JOIN ({weights}) AS o{i} ON {null_safe_match(names, 'd', f'o{i}')}")
         old.append(f"COALESCE(o{i}.{W}, 0)")
         new.append(f"(COALESCE(o{i}.{W}, 0) + d.{delta})")

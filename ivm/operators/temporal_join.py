@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from ivm.operators.base import Operator, Run, TraceSpec
+from ivm.operators.base import At, Operator, Run, TraceSpec
 from ivm.operators.join import conjuncts
 from ivm.plan.node import Plan
 from ivm.plan.sql import W, column_list, null_safe_match, sql_of, union_all_sql
@@ -168,7 +168,7 @@ class LockedJoin(Operator):
         )
 
     def integral(self, run: Run) -> str:
-        return f"SELECT {column_list(self.schema.names)}, {W} FROM {run.trace(self, LOCKED)}"
+        return run.read(self, LOCKED)
 
     def change(self, run: Run) -> str | None:
         change = run.change(self.inputs[0])
@@ -176,7 +176,6 @@ class LockedJoin(Operator):
             return None  # a change of r alone changes nothing: outputs are locked in
         node = self.join
         lnames, names = node.left.schema.names, self.schema.names
-        arrivals, locked = run.trace(self, ARRIVALS), run.trace(self, LOCKED)
         delta = run.materialize(self, "delta", (
             f"SELECT {column_list(lnames)}, SUM({W})::BIGINT AS {W} FROM ({change}) AS __c "
             f"GROUP BY ALL HAVING SUM({W}) <> 0"
@@ -210,18 +209,21 @@ class LockedJoin(Operator):
             f"FROM (SELECT * FROM ({delta}) AS __d WHERE {W} > 0) AS __l "
             f"{kind} ({live_right}) AS __r ON {on}"
         ))
+        leaving = f"SELECT {column_list(lnames)} FROM ({delta}) AS __y WHERE {W} < 0"
+        arrivals = run.read(self, ARRIVALS, At(tuple(lnames), leaving))
         taken = run.materialize(self, "taken", _taken_sql(lnames, delta, arrivals))
+        locked = run.read(self, LOCKED, At(tuple(lnames), f"SELECT {column_list(lnames)} "
+                                                          f"FROM ({taken}) AS __s"))
         gone = run.materialize(self, "gone", (
             f"SELECT {column_list(names, '__o')}, __o.{ARRIVAL}, "
             f"(-__o.{W} * __t.__ivm_taken // __t.__ivm_copies)::BIGINT AS {W} "
-            f"FROM (SELECT {column_list(names)}, {ARRIVAL}, SUM({W}) AS {W} FROM {locked} "
-            f"AS __k SEMI JOIN ({taken}) AS __s ON {null_safe_match(lnames, '__k', '__s')} "
-            f"GROUP BY ALL HAVING SUM({W}) <> 0) AS __o "
+            f"FROM (SELECT {column_list(names)}, {ARRIVAL}, SUM({W}) AS {W} FROM ({locked}) "
+            f"AS __k GROUP BY ALL HAVING SUM({W}) <> 0) AS __o "
             f"JOIN ({taken}) AS __t ON {null_safe_match(lnames, '__o', '__t')} "
             f"AND __o.{ARRIVAL} = __t.{ARRIVAL}"
         ))
-        run.append(locked, union_all_sql([new, gone]))
-        run.append(arrivals, union_all_sql([
+        run.append(self, LOCKED, union_all_sql([new, gone]))
+        run.append(self, ARRIVALS, union_all_sql([
             f"SELECT {column_list(lnames)}, {epoch}::BIGINT AS {ARRIVAL}, {W} FROM ({delta}) "
             f"AS __d WHERE {W} > 0",
             f"SELECT {column_list(lnames)}, {ARRIVAL}, -__ivm_taken AS {W} FROM ({taken})",
@@ -235,7 +237,8 @@ class LockedJoin(Operator):
 def _taken_sql(names: Sequence[str], delta: str, arrivals: str) -> str:
     """Per departing left row and arrival epoch: the copies that arrived then
     (``__ivm_copies``) and how many of them depart now (``__ivm_taken``), the most recent
-    arrivals first."""
+    arrivals first. ``arrivals``: the arrivals trace's rows at (at least) the departing
+    rows."""
     cols = column_list(names)
     return f"""
 SELECT {cols}, {ARRIVAL}, __ivm_copies,
@@ -245,9 +248,7 @@ FROM (
   SELECT {column_list(names, '__a')}, __a.{ARRIVAL}, __a.__ivm_copies, -__d.{W} AS __ivm_leaving,
     SUM(__a.__ivm_copies) OVER (PARTITION BY {column_list(names, '__a')}
       ORDER BY __a.{ARRIVAL} DESC ROWS UNBOUNDED PRECEDING) AS __ivm_through
-  FROM (SELECT {cols}, {ARRIVAL}, SUM({W}) AS __ivm_copies FROM {arrivals} AS __x
-        SEMI JOIN (SELECT * FROM ({delta}) AS __y WHERE {W} < 0) AS __z
-          ON {null_safe_match(names, '__x', '__z')}
+  FROM (SELECT {cols}, {ARRIVAL}, SUM({W}) AS __ivm_copies FROM ({arrivals}) AS __x
         GROUP BY ALL HAVING SUM({W}) > 0) AS __a
   JOIN ({delta}) AS __d ON {null_safe_match(names, '__a', '__d')} AND __d.{W} < 0
 ) AS __ranked

@@ -126,7 +126,7 @@ class IncrementalTopK(Operator):
             return None
         names = self.schema.names
         change = run.materialize(self, "delta", consolidate_sql(delta, names))
-        top, size = run.trace(self, TOP), run.trace(self, SIZE)
+        top, size = run.read(self, TOP), run.read(self, SIZE)
         prefix = run.materialize(self, "prefix", self._merged_prefix_sql(change, top, size))
         if run.value(self, self._refill_needed_sql(prefix, change, size)):
             refill = self._refill_sql(run.integral(self.inputs[0]), change)
@@ -137,10 +137,10 @@ class IncrementalTopK(Operator):
             f"SELECT {column_list(names)}, -{W} FROM ({self._window_sql(old)}) AS o",
             names,
         ))
-        run.append(size, f"SELECT true AS __all, SUM({W})::BIGINT AS {W} FROM ({change}) AS c "
-                         f"HAVING SUM({W}) <> 0")
+        run.append(self, SIZE, f"SELECT true AS __all, SUM({W})::BIGINT AS {W} "
+                               f"FROM ({change}) AS c HAVING SUM({W}) <> 0")
         # Only the prefix's difference is appended, so the trace stays near its size.
-        run.append(top, consolidate_sql(
+        run.append(self, TOP, consolidate_sql(
             f"SELECT {column_list(names)}, {W} FROM ({prefix}) AS p UNION ALL "
             f"SELECT {column_list(names)}, -{W} FROM ({old}) AS o",
             names,
@@ -148,7 +148,7 @@ class IncrementalTopK(Operator):
         return output
 
     def integral(self, run: Run) -> str:
-        return self._window_sql(self._prefix_sql(run.trace(self, TOP)))
+        return self._window_sql(self._prefix_sql(run.read(self, TOP)))
 
     def label(self) -> str:
         where = "partitioned by whole row" if self.top_k.local else "global: one partition"
@@ -161,8 +161,8 @@ class IncrementalTopK(Operator):
     # -- SQL ---------------------------------------------------------------------------------
 
     def _prefix_sql(self, top: str) -> str:
-        """The stored prefix, consolidated."""
-        return consolidate_sql(f"SELECT * FROM {top}", self.schema.names, positive_only=True)
+        """The stored prefix (``top``: its trace's rows), consolidated."""
+        return consolidate_sql(top, self.schema.names, positive_only=True)
 
     def _merged_prefix_sql(self, change: str, top: str, size: str) -> str:
         """The new prefix from the old one and the change, valid unless it holds fewer
@@ -171,7 +171,7 @@ class IncrementalTopK(Operator):
         order = self.top_k.order_sql
         whole = (
             f"(SELECT COALESCE(SUM({W}), 0) FROM old) >= "
-            f"(SELECT COALESCE(SUM({W}), 0) FROM {size})"
+            f"(SELECT COALESCE(SUM({W}), 0) FROM ({size}) AS __s)"
         )
         return (
             f"WITH old AS ({self._prefix_sql(top)}), "
@@ -193,7 +193,7 @@ class IncrementalTopK(Operator):
         """True when the merged prefix holds fewer than K copies and not the whole input."""
         held = f"(SELECT COALESCE(SUM({W}), 0) FROM ({prefix}) AS p)"
         total = (
-            f"(SELECT COALESCE(SUM({W}), 0) FROM {size}) + "
+            f"(SELECT COALESCE(SUM({W}), 0) FROM ({size}) AS __s) + "
             f"(SELECT COALESCE(SUM({W}), 0) FROM ({change}) AS c)"
         )
         return f"SELECT {held} < {self.needed} AND {held} < {total}"

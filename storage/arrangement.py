@@ -1,0 +1,217 @@
+"""Arrangements: a trace's rows in memory, sorted by a 64-bit hash of a key, in levels.
+
+A trace's durable copy is a DuckDB table, which no join can search by key: reading
+the rows of a change's keys scans the whole table. An ``Arrangement`` is the trace's
+*working form* (differential dataflow's arrangement, Feldera's spine): the same rows
+and weights as immutable *batches* of Arrow columns, each sorted by the *key hash*
+(DuckDB's ``hash`` of the key columns), so the rows of a set of keys are one binary
+search per batch and one Arrow ``take``: O(|keys| · log n + rows found), never a scan.
+
+Each row also carries its *row hash* (DuckDB's ``hash`` of all its columns): equal rows
+have equal (key hash, row hash), which is how batches are consolidated (weights of
+equal rows summed, zeros dropped) without comparing values. Two different rows with
+both hashes equal would be taken for one (chance about n²·2⁻¹²⁸ for n rows sharing a
+key hash): the same risk the row index of base tables takes.
+
+A key hash may be shared by different keys (a collision): ``lookup`` returns every row
+of the hashes asked for, a superset of the keys' rows, and the reader filters by the
+key's values (``ivm.execution`` does, in the statement that reads the rows).
+
+**The spine.** Batches are kept largest (oldest) first; each insert of an epoch's rows
+adds a batch at the end, then while the last batch holds at least half as many entries
+as the one before it, the two are merged into one (consolidated): batch sizes at least
+double going left, so there are at most log₂ n + 1 batches, and each entry is rewritten
+O(log n) times over its life (differential's and Feldera's spines merge batches of
+similar size the same way). A merge is O(entries merged); zeros are dropped, so the
+arrangement holds about its live rows plus the recent history not yet merged away.
+
+Batches are immutable: a lookup that returned rows keeps them valid whatever is
+inserted later. An arrangement changes only when its owner inserts (after an epoch
+commits), and can always be rebuilt from its durable copy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from ivm.storage.sqltext import WEIGHT
+
+MERGE_RATIO = 2
+"""A batch is merged into the one before it once that one holds fewer than ``MERGE_RATIO``
+times its entries."""
+
+
+@dataclass(frozen=True, eq=False)
+class Batch:
+    """Rows sorted by key hash: their values (Arrow, without the weight), key hashes,
+    row hashes and weights (numpy). Never changed once built."""
+
+    rows: pa.Table
+    keys: np.ndarray
+    hashes: np.ndarray
+    weights: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the batch's arrays."""
+        return self.rows.nbytes + self.keys.nbytes + self.hashes.nbytes + self.weights.nbytes
+
+    def find(self, wanted: np.ndarray) -> np.ndarray:
+        """Positions of the entries whose key hash is in ``wanted`` (sorted, unique)."""
+        low = np.searchsorted(self.keys, wanted, side="left")
+        high = np.searchsorted(self.keys, wanted, side="right")
+        return ranges(low, high)
+
+
+def ranges(low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """The positions ``low[i] <= p < high[i]`` of every range, in order, as one array."""
+    lengths = high - low
+    hit = lengths > 0
+    low, lengths = low[hit], lengths[hit]
+    total = int(lengths.sum())
+    if total == 0:
+        return np.empty(0, np.int64)
+    # Each position is its range's start plus its rank within the range.
+    starts = np.repeat(low - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
+    return starts + np.arange(total, dtype=np.int64)
+
+
+def consolidated(
+    rows: pa.Table, keys: np.ndarray, hashes: np.ndarray, weights: np.ndarray,
+    positive_only: bool = False,
+) -> Batch:
+    """One batch of ``rows``: sorted by key hash, equal rows' weights summed, zeros (or,
+    ``positive_only``, non-positive sums) dropped."""
+    if len(keys) == 0:
+        return Batch(rows.slice(0, 0), keys, hashes, weights)
+    order = np.lexsort((hashes, keys))
+    keys, hashes, weights = keys[order], hashes[order], weights[order]
+    starts = np.flatnonzero(
+        np.r_[True, (keys[1:] != keys[:-1]) | (hashes[1:] != hashes[:-1])]
+    )
+    sums = np.add.reduceat(weights, starts)
+    kept = sums > 0 if positive_only else sums != 0
+    first = starts[kept]
+    if len(first) == len(order) and np.array_equal(order, np.arange(len(order))):
+        return Batch(rows, keys, hashes, sums)  # already consolidated and sorted
+    taken = rows.take(order[first]).combine_chunks()
+    return Batch(taken, keys[first], hashes[first], sums[kept])
+
+
+class Arrangement:
+    """A trace's rows by key hash, in a spine of batches (see the module docstring)."""
+
+    def __init__(self, schema: pa.Schema) -> None:
+        self.schema = schema
+        """The rows' columns (the weight excluded)."""
+        self.batches: list[Batch] = []
+        """Largest (oldest) first."""
+
+    @classmethod
+    def of(
+        cls, rows: pa.Table, keys: np.ndarray, hashes: np.ndarray, weights: np.ndarray
+    ) -> Arrangement:
+        """An arrangement holding ``rows`` (any order, not necessarily consolidated)."""
+        arrangement = cls(rows.schema)
+        arrangement.insert(rows, keys, hashes, weights)
+        return arrangement
+
+    def __len__(self) -> int:
+        """Entries held (rows with a weight, over every batch)."""
+        return sum(len(b) for b in self.batches)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by every batch's arrays."""
+        return sum(b.nbytes for b in self.batches)
+
+    def insert(
+        self, rows: pa.Table, keys: np.ndarray, hashes: np.ndarray, weights: np.ndarray
+    ) -> None:
+        """Add ``rows`` (columns as ``schema``; ``keys``, ``hashes``: their key and row
+        hashes; ``weights``: their weights) as a new batch, then merge batches of
+        similar size."""
+        rows = rows.select(self.schema.names)
+        if rows.schema != self.schema:
+            rows = rows.cast(self.schema)
+        batch = consolidated(
+            rows,
+            np.asarray(keys, np.uint64),
+            np.asarray(hashes, np.uint64),
+            np.asarray(weights, np.int64),
+        )
+        if len(batch):
+            self.batches.append(batch)
+        while len(self.batches) > 1 and (
+            len(self.batches[-2]) < MERGE_RATIO * len(self.batches[-1])
+        ):
+            last = self.batches.pop()
+            self.batches[-1] = merged([self.batches[-1], last])
+
+    def lookup(self, wanted: np.ndarray, positive_only: bool = False) -> pa.Table:
+        """The rows whose key hash is in ``wanted`` (any order, duplicates allowed), with
+        their weights as ``__w``, consolidated (``positive_only``: only rows whose weight
+        is positive). A superset of the rows of the keys hashed: filter by value."""
+        wanted = np.unique(np.asarray(wanted, np.uint64))
+        parts = []
+        for batch in self.batches:
+            at = batch.find(wanted)
+            if len(at):
+                parts.append((batch, at))
+        return self._gathered(parts, positive_only)
+
+    def contents(self, positive_only: bool = False) -> pa.Table:
+        """Every row, consolidated, with its weight as ``__w``."""
+        parts = [(b, None) for b in self.batches]
+        return self._gathered(parts, positive_only)
+
+    def _gathered(
+        self, parts: Sequence[tuple[Batch, np.ndarray | None]], positive_only: bool
+    ) -> pa.Table:
+        """The rows of ``parts`` (a batch and positions in it, None: all), consolidated."""
+        if not parts:
+            return with_weights(self.schema.empty_table(), np.empty(0, np.int64))
+        if len(parts) == 1:
+            batch, at = parts[0]
+            if at is not None:
+                batch = Batch(
+                    batch.rows.take(at), batch.keys[at], batch.hashes[at], batch.weights[at]
+                )
+            if positive_only and np.any(batch.weights <= 0):
+                kept = np.flatnonzero(batch.weights > 0)  # a batch holds each row once
+                return with_weights(batch.rows.take(kept), batch.weights[kept])
+            return with_weights(batch.rows, batch.weights)
+        rows = pa.concat_tables(
+            [b.rows if at is None else b.rows.take(at) for b, at in parts]
+        )
+        pick = [(b, slice(None) if at is None else at) for b, at in parts]
+        batch = consolidated(
+            rows,
+            np.concatenate([b.keys[at] for b, at in pick]),
+            np.concatenate([b.hashes[at] for b, at in pick]),
+            np.concatenate([b.weights[at] for b, at in pick]),
+            positive_only=positive_only,
+        )
+        return with_weights(batch.rows, batch.weights)
+
+
+def merged(batches: Sequence[Batch]) -> Batch:
+    """One consolidated batch holding ``batches``' entries."""
+    return consolidated(
+        pa.concat_tables([b.rows for b in batches]),
+        np.concatenate([b.keys for b in batches]),
+        np.concatenate([b.hashes for b in batches]),
+        np.concatenate([b.weights for b in batches]),
+    )
+
+
+def with_weights(rows: pa.Table, weights: np.ndarray) -> pa.Table:
+    """``rows`` with ``weights`` appended as the weight column ``__w``."""
+    return rows.append_column(WEIGHT, pa.array(weights, pa.int64()))

@@ -1,0 +1,146 @@
+"""Embedded sessions read state at keys through arrangements: shared, kept in step with
+their traces after commits only, forgotten when in doubt, and exact whatever a hash says."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from oracle.harness import Epoch, Harness
+
+import ivm
+from ivm.execution.arrangements import Arrangements
+from ivm.operators.base import At
+from ivm.storage.arrangement import Arrangement
+
+TABLES = [
+    "CREATE TABLE customers (id BIGINT PRIMARY KEY, region VARCHAR)",
+    "CREATE TABLE orders (id BIGINT PRIMARY KEY, customer BIGINT, amount BIGINT)",
+]
+VIEWS = {
+    "by_region": "SELECT c.region, SUM(o.amount) AS total, COUNT(*) AS n "
+                 "FROM orders o JOIN customers c ON o.customer = c.id GROUP BY c.region",
+    "big_customers": "SELECT c.id, c.region, o.amount FROM customers c "
+                     "JOIN orders o ON o.customer = c.id WHERE o.amount > 50",
+    "per_customer": "SELECT customer, COUNT(*) AS n, SUM(amount) AS total FROM orders "
+                    "GROUP BY customer",
+}
+
+
+def epochs() -> list[Epoch]:
+    """Customers first, then orders in both directions, then a customer leaving."""
+    customers = [("insert", (i, "north" if i % 2 else "south")) for i in range(6)]
+    orders = [("insert", (i, i % 6, 10 * i)) for i in range(12)]
+    return [
+        Epoch.of({"customers": customers}),
+        Epoch.of({"orders": orders}),
+        Epoch.of({"orders": [("delete", (3, 3, 30)), ("update", (8, 2, 80), (8, 5, 81))]}),
+        Epoch.of({"customers": [("update", (5, "north"), (5, "east"))],
+                  "orders": [("insert", (20, 5, 99))]}),
+        Epoch.of({"customers": [("delete", (1, "north"))]}),
+    ]
+
+
+def run(harness: Harness) -> None:
+    harness.create_views(VIEWS)
+    for epoch in epochs():
+        harness.apply(epoch)
+
+
+def test_views_read_shared_arrangements_and_stay_exact() -> None:
+    harness = Harness(TABLES)
+    try:
+        run(harness)
+        sizes = harness.db.arrangements.sizes()
+        by_table = {(s.table, s.key): s for s in sizes}
+        customers = by_table[('"__ivm_rel_customers"', ("id",))]
+        assert set(customers.readers) == {"by_region", "big_customers"}  # one, shared
+        assert customers.entries >= 5  # 5 live rows, and history not merged away yet
+        text = harness.db.explain("by_region", analyze=True)
+        assert f"the rows of 'customers' by (id): {customers.entries} entries" in text
+        assert "read by 'big_customers', 'by_region'" in text
+    finally:
+        harness.close()
+
+
+def test_a_rolled_back_epoch_leaves_arrangements_as_they_were() -> None:
+    db = ivm.connect()
+    db.execute(";".join(TABLES) + "; CREATE VIEW ratio AS SELECT o.id, "
+               "CAST(100 / (o.amount - 7) AS INTEGER) AS r, c.region FROM orders o "
+               "JOIN customers c ON o.customer = c.id")
+    db.ingest("customers", [{"id": 1, "region": "north"}])
+    db.ingest("orders", [{"id": 1, "customer": 1, "amount": 10}])
+    db.ingest("customers", [{"id": 2, "region": "south"}])  # arranges orders by customer
+    before = {(s.table, s.key): s.entries for s in db.arrangements.sizes()}
+    with pytest.raises(ivm.ExecutionError):  # 100 / 0 fails the view
+        db.ingest({"orders": [{"id": 2, "customer": 2, "amount": 7}],
+                   "customers": [{"id": 3, "region": "east"}]})
+    assert {(s.table, s.key): s.entries for s in db.arrangements.sizes()} == before
+    db.ingest({"orders": [{"id": 2, "customer": 2, "amount": 8}],
+               "customers": [{"id": 3, "region": "east"}]})
+    assert sorted(db.read("ratio").to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "r": 33, "region": "north"}, {"id": 2, "r": 100, "region": "south"}]
+
+
+def test_a_failed_after_commit_action_drops_every_arrangement() -> None:
+    harness = Harness(TABLES)
+    try:
+        harness.create_views(VIEWS)
+        first, second, *rest = epochs()
+        harness.apply(first)
+        harness.apply(second)
+        assert harness.db.arrangements.sizes()
+        harness.db.commit_actions_failed()
+        assert not harness.db.arrangements.sizes()
+        for epoch in rest:  # built again from the traces, still exact
+            harness.apply(epoch)
+    finally:
+        harness.close()
+
+
+def test_dropping_a_table_forgets_its_arrangements() -> None:
+    db = ivm.connect()
+    db.execute(";".join(TABLES) + f"; CREATE VIEW big_customers AS {VIEWS['big_customers']}")
+    db.ingest("customers", [{"id": 1, "region": "north"}])
+    db.ingest("orders", [{"id": 1, "customer": 1, "amount": 60}])
+    assert any(s.table == '"__ivm_rel_customers"' for s in db.arrangements.sizes())
+    db.execute("DROP VIEW big_customers; DROP TABLE customers")
+    assert not any(s.table == '"__ivm_rel_customers"' for s in db.arrangements.sizes())
+    db.execute("CREATE TABLE customers (id BIGINT PRIMARY KEY, region VARCHAR); "
+               f"CREATE VIEW big_customers AS {VIEWS['big_customers']}")
+    db.ingest("customers", [{"id": 1, "region": "west"}])
+    assert db.read("big_customers").to_pylist() == [{"id": 1, "region": "west", "amount": 60}]
+
+
+def test_rows_of_colliding_hashes_are_told_apart_by_their_values(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every key hashed alike: each read gets the whole trace, and must still be exact."""
+    lookup = Arrangement.lookup
+
+    def everything(self: Arrangement, wanted: np.ndarray, positive_only: bool = False):
+        return lookup(self, np.unique(np.concatenate([b.keys for b in self.batches] or
+                                                     [np.empty(0, np.uint64)])),
+                      positive_only)
+
+    monkeypatch.setattr(Arrangement, "lookup", everything)
+    harness = Harness(TABLES)
+    try:
+        run(harness)
+    finally:
+        harness.close()
+
+
+def test_lossless_rows_round_trip() -> None:
+    """HUGEINT, UUID, TIME WITH TIME ZONE: an arranged row reads back exactly."""
+    db = ivm.connect()
+    arrangements = Arrangements(db.con)
+    db.con.execute(
+        "CREATE TABLE x AS SELECT 1::BIGINT AS k, 12345678901234567890123456789::HUGEINT AS h,"
+        " 'e3e70682-c209-4cac-629f-6fbed82c07cd'::UUID AS u, '12:00:00+05'::TIMETZ AS tz,"
+        " 1::BIGINT AS __w"
+    )
+    rows = arrangements.lookup("x", At(("k",), "SELECT 1"), live=True)
+    db.con.register("back", rows)
+    assert db.con.execute("SELECT h, u::VARCHAR, tz::VARCHAR FROM back").fetchall() == [
+        (12345678901234567890123456789, "e3e70682-c209-4cac-629f-6fbed82c07cd", "12:00:00+05")
+    ]
