@@ -72,11 +72,8 @@ def connect(path: str | os.PathLike[str] | None = None, **options: Any) -> Sessi
     (the default) rebuilds that view from its inputs with an ``ivm.IvmWarning``;
     ``"refuse"`` raises ``StateError`` naming the view. ``iteration_limit=`` (default
     1000) bounds the iterations a recursive view may take in one epoch
-    (``Session.iteration_limit``, settable later). ``settings=`` (e.g.
-    ``{"TimeZone": "UTC"}``) chooses the DuckDB ``TimeZone`` and ``Calendar`` new state
-    evaluates its views under; they are recorded with it, and every later open applies
-    them whatever the process's ``TZ`` (``ivm.storage.settings``; ``db.settings``).
-    """
+    (``Session.iteration_limit``, settable later). ``settings={"TimeZone": "UTC"}``: the
+    DuckDB settings new state records, applied at every open (``db.settings``)."""
     unknown = set(options) - {"spark", "partitions", "on_plan_change", "iteration_limit",
                               "settings"}
     if unknown:
@@ -107,9 +104,7 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
     """An ivm database: tables, views, and the epoch they are at."""
 
     def __init__(
-        self,
-        path: str | os.PathLike[str] | None = None,
-        on_plan_change: str = "rebuild",
+        self, path: str | os.PathLike[str] | None = None, on_plan_change: str = "rebuild",
         settings: Mapping[str, str] | None = None,
     ) -> None:
         self.path = Path(path) if path is not None else None
@@ -148,9 +143,7 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
                 self.catalog = Catalog(self.con)
             except CatalogError as error:
                 raise StateError(f"state at {self.path}: {error}") from error
-            # The DuckDB settings the views evaluate under (recorded, applied now), read-only.
-            self.settings = MappingProxyType(settle_settings(self.con, self.catalog, settings,
-                                                             self.path))
+            self.settings = settle_settings(self.con, self.catalog, settings, self.path)
             self._check_mode()
             self._load()
             self._opened()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 import duckdb
 
@@ -61,9 +62,9 @@ def settle_settings(
     catalog: Catalog,
     requested: Mapping[str, object] | None,
     where: object,
-) -> dict[str, str]:
+) -> Mapping[str, str]:
     """Give ``con`` the DuckDB settings the state evaluates under (``ivm.storage.settings``)
-    and return them.
+    and return them (read-only: ``Session.settings``).
 
     State that records them gets its recorded values, whatever this process's ``TZ``;
     a ``requested`` value other than the recorded one is a StateError. New state, and
@@ -91,4 +92,4 @@ def settle_settings(
     if missing:
         settings.update(missing)
         catalog.record_settings({**recorded, **missing})
-    return settings
+    return MappingProxyType(settings)
