@@ -143,8 +143,8 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
                 self.catalog = Catalog(self.con)
             except CatalogError as error:
                 raise StateError(f"state at {self.path}: {error}") from error
-            self.settings = settle_settings(self.con, self.catalog, settings, self.path)
             self._check_mode()
+            self.settings = settle_settings(self.con, self.catalog, settings, self.path)
             self._load()
             self._opened()
             self._ready = True
