@@ -21,6 +21,12 @@ reads'. Only the first two may be chosen (``ivm.connect(path,
 settings={"TimeZone": "UTC"})``); the others keep DuckDB's defaults, which the
 SQL ivm generates relies on (an internal ``ORDER BY`` must ascend, a ``/`` of
 sums must not truncate, an arrangement's key hash must agree with ``=``).
+
+Left out, from ``duckdb_settings()``: settings that change how a query runs but not
+its answer (``threads``, ``memory_limit``, the optimizer's and the join thresholds),
+how results are handed over (``arrow_*``), or only whether a query binds
+(``order_by_non_integer_literal``, ``preserve_identifier_case``: ivm quotes every
+name it generates).
 """
 
 from __future__ import annotations
