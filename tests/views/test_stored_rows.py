@@ -122,6 +122,16 @@ def test_an_interval_in_other_units_deletes_the_stored_one() -> None:
         assert db.read("v").num_rows == 0
 
 
+def test_a_list_holding_negative_zero_deletes_the_stored_list() -> None:
+    with ivm.connect() as db:
+        db.execute("CREATE TABLE t (k BIGINT, l DOUBLE[]); "
+                   "CREATE VIEW v AS SELECT k, CAST(l AS VARCHAR) AS s FROM t")
+        db.ingest("t", pa.table({"k": [1], "l": [[0.0, 1.0]]}))
+        delta = db.ingest("t", pa.table({"k": [1], "l": [[-0.0, 1.0]], "__w": [-1]}))["v"]
+        assert delta.to_pylist() == [{"k": 1, "s": "[0.0, 1.0]", "__w": -1}]
+        assert db.read("v").num_rows == 0
+
+
 def test_a_table_without_a_key_deletes_the_identical_copies_first() -> None:
     """Without a key a table may hold 0.0 and -0.0 in otherwise equal rows: a delete takes
     the copies identical to the value it sends, then (if it needs more) the others."""
