@@ -72,6 +72,10 @@ def touched_sql(table: TableSchema, change: str, trace: str) -> str:
     )
 
 
+N, FP, TOOK, BEFORE = "__ivm_n", "__ivm_fp", "__ivm_took", "__ivm_before"
+"""Columns of the resolution's own (``__ivm_`` names are reserved: no user column)."""
+
+
 def resolved_sql(table: TableSchema, change: str, touched: str) -> str:
     """``change`` (consolidated exactly) with its deletes resolved to the stored rows of
     ``touched`` (``touched_sql``) and the rows the change itself inserts, in two passes:
@@ -84,42 +88,41 @@ def resolved_sql(table: TableSchema, change: str, touched: str) -> str:
     Copies nothing covers stay as the batch gave them, for the check to refuse.
     """
     names = table.schema.names
-    cols = column_list(names)
+    cols, a_cols, b_cols = column_list(names), column_list(names, "a"), column_list(names, "b")
     fingerprint = exact_hash_sql(table.schema.columns)
     same = null_safe_match(names, "a", "b")
-    ctes = {
-        "wanted": f"SELECT {cols}, -{W} AS __n, {fingerprint} AS __fp FROM ({change}) AS c "
-                  f"WHERE {W} < 0",
-        "stored": f"SELECT *, {fingerprint} AS __fp FROM (SELECT {cols}, SUM(__n) AS __n FROM "
-                  f"(SELECT {cols}, {W} AS __n FROM ({touched}) AS t UNION ALL "
-                  f"SELECT {cols}, {W} FROM ({change}) AS c WHERE {W} > 0) AS a "
-                  f"GROUP BY {', '.join(exact_terms(table.schema.columns))}) AS b",
-        "exact": "SELECT a.__fp, LEAST(a.__n, b.__n) AS __took FROM wanted AS a "
-                 f"JOIN stored AS b ON a.__fp = b.__fp AND {same}",
-        "rest": f"SELECT {column_list(names, 'a')}, SUM(a.__n - COALESCE(e.__took, 0)) AS __n "
-                "FROM wanted AS a LEFT JOIN exact AS e ON a.__fp = e.__fp "
-                f"GROUP BY {column_list(names, 'a')} "
-                "HAVING SUM(a.__n - COALESCE(e.__took, 0)) > 0",
-        "spare": f"SELECT {column_list(names, 'a')}, a.__n - COALESCE(e.__took, 0) AS __n, "
-                 "a.__fp FROM stored AS a LEFT JOIN exact AS e ON a.__fp = e.__fp "
-                 "WHERE a.__n > COALESCE(e.__took, 0)",
-        "ranked": f"SELECT {column_list(names, 'a')}, a.__n AS __spare, b.__n, "
-                  f"COALESCE(SUM(a.__n) OVER (PARTITION BY {column_list(names, 'b')} "
-                  "ORDER BY a.__fp ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) "
-                  f"AS __before FROM spare AS a JOIN rest AS b ON {same}",
+    left = f"COALESCE(e.{TOOK}, 0)"  # copies the first pass took
+    ctes = {  # wanted: deleted values; stored: copies there (stored or inserted)
+        "__ivm_wanted": f"SELECT {cols}, -{W} AS {N}, {fingerprint} AS {FP} "
+                        f"FROM ({change}) AS c WHERE {W} < 0",
+        "__ivm_stored": f"SELECT *, {fingerprint} AS {FP} FROM (SELECT {cols}, SUM({N}) AS {N} "
+                        f"FROM (SELECT {cols}, {W} AS {N} FROM ({touched}) AS t UNION ALL "
+                        f"SELECT {cols}, {W} FROM ({change}) AS c WHERE {W} > 0) AS a "
+                        f"GROUP BY {', '.join(exact_terms(table.schema.columns))}) AS b",
+        "__ivm_exact": f"SELECT a.{FP}, LEAST(a.{N}, b.{N}) AS {TOOK} FROM __ivm_wanted AS a "
+                       f"JOIN __ivm_stored AS b ON a.{FP} = b.{FP} AND {same}",
+        "__ivm_rest": f"SELECT {a_cols}, SUM(a.{N} - {left}) AS {N} FROM __ivm_wanted AS a "
+                      f"LEFT JOIN __ivm_exact AS e ON a.{FP} = e.{FP} GROUP BY {a_cols} "
+                      f"HAVING SUM(a.{N} - {left}) > 0",
+        "__ivm_spare": f"SELECT {a_cols}, a.{N} - {left} AS {N}, a.{FP} FROM __ivm_stored AS a "
+                       f"LEFT JOIN __ivm_exact AS e ON a.{FP} = e.{FP} WHERE a.{N} > {left}",
+        "__ivm_ranked": f"SELECT {a_cols}, a.{N} AS __ivm_spare, b.{N}, "
+                        f"COALESCE(SUM(a.{N}) OVER (PARTITION BY {b_cols} ORDER BY a.{FP} "
+                        f"ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS {BEFORE} "
+                        f"FROM __ivm_spare AS a JOIN __ivm_rest AS b ON {same}",
     }
     first = (
-        f"SELECT {column_list(names, 'b')}, -e.__took AS {W} "
-        "FROM stored AS b JOIN exact AS e ON b.__fp = e.__fp"
+        f"SELECT {b_cols}, -e.{TOOK} AS {W} "
+        f"FROM __ivm_stored AS b JOIN __ivm_exact AS e ON b.{FP} = e.{FP}"
     )
     second = (
-        f"SELECT {cols}, -LEAST(__spare, __n - __before) AS {W} FROM ranked "
-        "WHERE __before < __n"
+        f"SELECT {cols}, -LEAST(__ivm_spare, {N} - {BEFORE}) AS {W} FROM __ivm_ranked "
+        f"WHERE {BEFORE} < {N}"
     )
     short = (
-        f"SELECT {column_list(names, 'b')}, -(ANY_VALUE(b.__n) - COALESCE(SUM(a.__n), 0)) "
-        f"AS {W} FROM rest AS b LEFT JOIN spare AS a ON {same} "
-        f"GROUP BY {column_list(names, 'b')} HAVING ANY_VALUE(b.__n) > COALESCE(SUM(a.__n), 0)"
+        f"SELECT {b_cols}, -(ANY_VALUE(b.{N}) - COALESCE(SUM(a.{N}), 0)) AS {W} "
+        f"FROM __ivm_rest AS b LEFT JOIN __ivm_spare AS a ON {same} GROUP BY {b_cols} "
+        f"HAVING ANY_VALUE(b.{N}) > COALESCE(SUM(a.{N}), 0)"
     )
     inserts = f"SELECT {cols}, {W} FROM ({change}) AS c WHERE {W} > 0"
     with_ = ", ".join(f"{name} AS ({sql})" for name, sql in ctes.items())
