@@ -8,11 +8,13 @@ ivm installs lives under this one name: the engine (``ivm.plan``, ``ivm.circuit`
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 from ivm.errors import (
     ConstraintError,
     ExecutionError,
+    InternalError,
     IterationLimitError,
     IvmError,
     IvmWarning,
@@ -21,6 +23,7 @@ from ivm.errors import (
     StateError,
     UnsupportedSQL,
 )
+from ivm.guard import guarded
 
 if TYPE_CHECKING:
     from ivm.views.session import Session
@@ -28,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ConstraintError",
     "ExecutionError",
+    "InternalError",
     "IterationLimitError",
     "IvmError",
     "IvmWarning",
@@ -40,11 +44,23 @@ __all__ = [
 ]
 
 
-def connect(path: str | None = None, **options: Any) -> Session:
-    """Open a session: in memory without ``path``, else persistent state under ``path``."""
+@guarded
+def connect(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    spark: Any = None,
+    partitions: int | None = None,
+    on_plan_change: str = "rebuild",
+    iteration_limit: int | None = None,
+) -> Session:
+    """Open a session: in memory without ``path``, else persistent state under ``path``
+    (``ivm.views.session.connect`` says what each option does)."""
     from ivm.views.session import connect as open_session
 
-    return open_session(path, **options)
+    return open_session(
+        path, spark=spark, partitions=partitions, on_plan_change=on_plan_change,
+        iteration_limit=iteration_limit,
+    )
 
 
 def __getattr__(name: str) -> Any:

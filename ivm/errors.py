@@ -32,9 +32,23 @@ class StateError(IvmError):
 
 
 class ExecutionError(IvmError):
-    """Evaluating a view failed on the data of a batch (e.g. a cast that cannot succeed).
+    """Evaluating a view failed on the data of a batch (e.g. a cast that cannot succeed,
+    an overflow, invalid input to a function), or DuckDB ran out of memory or disk.
 
-    Raised by ``ingest``; like every ingest error it leaves tables and views unchanged.
+    Raised by ``ingest`` (and by creating a view over existing rows); like every ingest
+    error it leaves tables and views unchanged. SQL of ivm's own that DuckDB cannot parse
+    or bind is never this: it is an ``InternalError``.
+    """
+
+
+class InternalError(IvmError):
+    """ivm failed on its own, not on the data or the SQL it was given: SQL it generated that
+    DuckDB cannot parse or bind, or an unexpected exception anywhere inside ivm.
+
+    A bug in ivm: the message says so, names the view and the construct where they are
+    known, and asks for a report; the original exception is chained (``__cause__``).
+    Raised inside an ``ingest`` or a DDL script, it leaves tables and views unchanged (the
+    transaction is rolled back), and the session stays usable.
     """
 
 

@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 LAYERS: tuple[tuple[str, tuple[int, ...]], ...] = (
     ("ivm.errors", (0,)),
+    ("ivm.guard", (0,)),  # the public API's guard: only IvmError leaves it
     ("ivm.storage", (1,)),  # knows DuckDB tables and files
     # The engine, lowest first.
     ("ivm.schema", (2, 0)),

@@ -70,6 +70,35 @@ CASES: dict[str, dict[str, str]] = {
         "on": "SELECT l.id, r.y FROM l JOIN r ON l.k = r.k "
               "AND r.y >= (SELECT MIN(v) FROM p)",
     },
+    "theta": {
+        "running": "SELECT id, x, (SELECT COUNT(*) FROM l AS p WHERE p.x < l.x) AS below, "
+                   "(SELECT SUM(y) FROM r WHERE r.y <= l.x) AS upto FROM l",
+        "between": "SELECT id, (SELECT MIN(y) FROM r WHERE r.y BETWEEN l.x AND l.x + 1) AS lo, "
+                   "(SELECT MAX(y) FROM r WHERE r.y <> l.x) AS hi, "
+                   "(SELECT COUNT(y) * 2 + l.id FROM r WHERE r.y > l.x) AS c FROM l",
+        "mixed": "SELECT id, (SELECT SUM(y) FROM r WHERE r.k = l.k AND r.y < l.x) AS s, "
+                 "(SELECT AVG(y) FROM r WHERE r.k <> l.k AND r.y >= l.id) AS m FROM l",
+        "filtered": "SELECT * FROM l WHERE x > (SELECT COUNT(*) FROM r WHERE r.y < l.x) "
+                    "AND k NOT IN (SELECT r.k FROM r WHERE r.y > l.x)",
+        "in_theta": "SELECT id, x IN (SELECT y FROM r WHERE r.k < l.k) AS i, "
+                    "x <= ANY (SELECT y FROM r WHERE r.k > l.k) AS a, "
+                    "(SELECT y FROM r WHERE r.k = l.k AND r.y > l.x AND r.y < l.x + 2) AS v "
+                    "FROM l",
+        "grouped": "SELECT k, SUM(x) AS s FROM l GROUP BY k "
+                   "HAVING SUM(x) >= (SELECT COUNT(*) FROM r WHERE r.k < l.k)",
+        "nested_theta": "SELECT id, (SELECT COUNT(*) FROM r WHERE r.y < l.x AND EXISTS "
+                        "(SELECT 1 FROM p WHERE p.v <= r.y)) AS n FROM l",
+    },
+    "grouping": {
+        "in_call": "SELECT k, SUM(CASE WHEN x > (SELECT AVG(y) FROM r) THEN 1 END) AS above, "
+                   "COUNT(*) FILTER (WHERE x < (SELECT MIN(y) FROM r WHERE r.y > l.id)) AS f, "
+                   "SUM((SELECT COUNT(*) FROM r WHERE r.k = l.k)) AS n FROM l GROUP BY k",
+        "by_value": "SELECT (SELECT MAX(y) FROM r) AS m, k, COUNT(*) AS n FROM l "
+                    "GROUP BY (SELECT MAX(y) FROM r), k",
+        "by_correlated": "SELECT (SELECT COUNT(*) FROM r WHERE r.k = l.k) AS c, SUM(x) AS s "
+                         "FROM l GROUP BY (SELECT COUNT(*) FROM r WHERE r.k = l.k)",
+        "global_call": "SELECT MAX(x - (SELECT MIN(y) FROM r WHERE r.y >= l.k)) AS d FROM l",
+    },
     "nesting": {
         "nested": "SELECT * FROM l AS t WHERE EXISTS (SELECT 1 FROM r WHERE r.k = t.k "
                   "AND r.y IN (SELECT x FROM l AS l2 WHERE l2.k = r.k))",
@@ -205,9 +234,6 @@ def test_a_row_that_leaves_as_its_key_gains_a_second_row_does_not_fail() -> None
 
 
 @pytest.mark.parametrize(("sql", "construct"), [
-    ("SELECT k, COUNT(*) AS n FROM l GROUP BY (SELECT MAX(y) FROM r), k", "GROUP BY"),
-    ("SELECT SUM((SELECT MAX(y) FROM r)) AS s FROM l", "aggregate call"),
-    ("SELECT id, x IN (SELECT y FROM r WHERE r.y > l.x) AS m FROM l", "non-equality"),
     ("SELECT id, (k, x) IN (SELECT k, y FROM r) AS m FROM l", "multi-column IN"),
 ])
 def test_unsupported_placements_are_refused(sql: str, construct: str) -> None:
@@ -215,6 +241,24 @@ def test_unsupported_placements_are_refused(sql: str, construct: str) -> None:
     db.execute(f"{L}; {R}")
     with pytest.raises(ivm.UnsupportedSQL, match=construct):
         db.execute(f"CREATE VIEW v AS {sql}")
+
+
+def test_unnamed_subquery_items_may_be_ordered_by_position() -> None:
+    """``ORDER BY 2`` naming an unnamed subquery item once escaped from sqlglot's qualify
+    as a bare AssertionError."""
+    harness = Harness(TABLES, DOMAINS)
+    try:
+        harness.create_views({
+            "by_position": "SELECT id, (SELECT COUNT(*) FROM r WHERE r.k = l.k) FROM l "
+                           "ORDER BY 2 DESC, 1 LIMIT 2",
+            "unordered": "SELECT id, (SELECT MAX(y) FROM r) FROM l ORDER BY 2, 1",
+        })
+        _script(harness, [
+            {"l": [("insert", (1, 1, 0)), ("insert", (2, 2, 0)), ("insert", (3, 3, 0))]},
+            {"r": [("insert", (2, 1)), ("insert", (2, 2)), ("insert", (3, 0))]},
+        ])
+    finally:
+        harness.close()
 
 
 SPARK_VIEWS = {

@@ -6,6 +6,10 @@ wrote none of that. ``explain_failure`` re-evaluates, one by one, the scalar
 expressions of the view's filters and projections over the rows they saw this
 epoch (in a transaction of its own: DuckDB refuses further work in one that
 failed), and names the first that fails, written with the user's column names.
+
+Only a value is ever blamed: SQL of ivm's own that DuckDB cannot parse or bind is
+an ``InternalError`` (``ivm.execution.failures``). ``explain_internal`` finds, for one
+that failed filling a new view, the construct whose SQL it was.
 """
 
 from __future__ import annotations
@@ -17,11 +21,14 @@ import duckdb
 from sqlglot import exp
 
 from ivm.circuit.circuit import Circuit
-from ivm.errors import ExecutionError
+from ivm.errors import ExecutionError, InternalError, IvmError
+from ivm.execution.failures import construct_of, duckdb_text, in_view, is_data_error
+from ivm.guard import internal_message
 from ivm.operators.base import Operator
 from ivm.views.definitions import ViewDef
 
 _GENERATED = re.compile(r"\n\s*\n?\s*LINE \d+:.*", re.DOTALL)
+_NAMED = re.compile(r"^view (?:'[^']*'|\"[^\"]*\"): ")
 
 
 BATCH = "on this batch"
@@ -31,7 +38,9 @@ rebuilt view) the existing rows."""
 
 
 class ViewFailed(ExecutionError):
-    """A view's SQL failed on this epoch's data (``view``; DuckDB's ``error``).
+    """A view's SQL failed on this epoch's data (``view``; DuckDB's ``error``), or, filling
+    a new view, on SQL of ivm's own (``internal``: the ``InternalError``, which is what
+    the session raises once it is explained, never this ``ExecutionError``).
 
     Raised inside the epoch's transaction, which DuckDB then refuses to use;
     the session rolls back and replays the epoch to name the failing expression.
@@ -40,7 +49,8 @@ class ViewFailed(ExecutionError):
     def __init__(self, view: ViewDef, error: BaseException, during: str = BATCH) -> None:
         super().__init__(f"view {view.name!r} failed {during}: {duckdb_message(error)}")
         self.view = view
-        self.error = error
+        self.internal = error if isinstance(error, InternalError) else None
+        self.error = (error.__cause__ or error) if self.internal is not None else error
         self.during = during
 
 
@@ -50,6 +60,13 @@ def duckdb_message(error: BaseException) -> str:
     text = _GENERATED.sub("", text)
     text = re.sub(r"^evaluating a view failed: ", "", text)
     return text.strip()
+
+
+def named(error: IvmError, view: str) -> IvmError:
+    """``error`` (a Spark task's, translated) as an error of its class naming ``view``: a
+    task knows only its stage, and DuckDB's message loses the SQL it quotes."""
+    text = _NAMED.sub("", duckdb_message(error), count=1)
+    return type(error)(f"view {view!r}: {text}")
 
 
 def user_sql(expression: exp.Expression) -> str:
@@ -105,19 +122,50 @@ def explain_failure(
     return ExecutionError(f"view {view!r} failed {during}: {message}")
 
 
+def explain_internal(
+    con: duckdb.DuckDBPyConnection,
+    view: str,
+    circuit: Circuit,
+    change_of: Callable[[Operator], str | None],
+    error: InternalError,
+) -> InternalError:
+    """``error`` (SQL of ivm's own that DuckDB refused) naming the view and, when it can be
+    found, the construct: each operator's change is bound (``DESCRIBE``) in dependency
+    order until one fails (a linear operator's SQL runs composed into its consumer's, so
+    the statement that failed may not be the one at fault)."""
+    for op in circuit.operators:
+        try:
+            sql = change_of(op)
+        except InternalError as failure:  # a statement of the operator's own: it names it
+            return in_view(failure, view)
+        if sql is None:
+            continue
+        try:
+            con.execute(f"DESCRIBE {sql}").fetchall()
+        except duckdb.Error as failure:
+            if is_data_error(failure):
+                break
+            found = InternalError(internal_message(duckdb_text(failure), view, construct_of(op)))
+            found.__cause__ = failure
+            return found
+    return in_view(error, view)
+
+
 def _failure(con: duckdb.DuckDBPyConnection, expression: exp.Expression) -> str | None:
     """DuckDB's message when evaluating ``expression`` over the rows fails, else None."""
     try:
         con.execute(f"SELECT {expression.sql(dialect='duckdb')} FROM __ivm_rows").fetchall()
     except duckdb.Error as error:
-        return duckdb_message(error)
+        # Only a value is a culprit: an expression this replay cannot bind on its own (it
+        # reads a subquery's result, say) says nothing about the data.
+        return duckdb_message(error) if is_data_error(error) else None
     return None
 
 
 def _narrowed(
     con: duckdb.DuckDBPyConnection, expression: exp.Expression, message: str
 ) -> tuple[exp.Expression, str]:
-    """The smallest part of a failing ``expression`` that fails on its own."""
+    """The smallest part of a failing ``expression`` that fails on its own (on a value)."""
     for child in expression.iter_expressions():
         if isinstance(child, (exp.Column, exp.Literal, exp.DataType)) or not child.find(
             exp.Column

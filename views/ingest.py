@@ -111,12 +111,9 @@ class Ingest(_Base):
         runner = EpochRunner(
             self.con, self.names, changes, profile=profile, iteration_limit=self.iteration_limit,
             epoch=self.catalog.epoch + 1, memory=self.operator_memory,
-            arrangements=self.arrangements,
+            arrangements=self.arrangements, registered=self._registered_batches,
         )
-        try:
-            return self._run_views(runner, changes, commits)
-        finally:
-            runner.release()
+        return self._run_views(runner, changes, commits)
 
     def _run_views(
         self, runner: EpochRunner, changes: dict[str, str], commits: list[tuple[str, str]]
@@ -249,7 +246,9 @@ class Ingest(_Base):
                 return None
             consolidated = consolidate_sql(delta, view.schema.names)
             start = time.perf_counter()
-            rows = run_sql(self.con, f"CREATE OR REPLACE TEMP TABLE {scratch} AS {consolidated}")
+            rows = run_sql(
+                self.con, f"CREATE OR REPLACE TEMP TABLE {scratch} AS {consolidated}", view.name
+            )
             self.profile.record(view.name, OUTPUT, time.perf_counter() - start, rows)
         except IterationLimitError as error:  # replaying the epoch would only repeat it
             raise IterationLimitError(f"view {view.name!r}: {error}") from None

@@ -37,6 +37,7 @@ from ivm.execution.arrangements import Arrangements
 from ivm.execution.embedded import DEFAULT_ITERATION_LIMIT, OperatorMemory
 from ivm.execution.profile import EpochProfile
 from ivm.execution.row_index import RowIndex
+from ivm.guard import guard_public, guarded
 from ivm.passes import optimize
 from ivm.plan.node import Plan, plain_sql
 from ivm.schema import Schema, TableSchema, quote
@@ -60,7 +61,11 @@ from ivm.views.view_state import ViewState
 PLAN_CHANGE_POLICIES = ("rebuild", "refuse")
 
 
-def connect(path: str | os.PathLike[str] | None = None, **options: Any) -> Session:
+@guarded
+def connect(path: str | os.PathLike[str] | None = None, *, spark: Any = None,
+            partitions: int | None = None, on_plan_change: str = "rebuild",
+            iteration_limit: int | None = None,
+            settings: Mapping[str, str] | None = None) -> Session:
     """Open a session (API.md): in memory, or persistent state in directory ``path``
     (``path/ivm.duckdb``, and the indexes a clean close saved beside it for the next open).
 
@@ -70,38 +75,37 @@ def connect(path: str | os.PathLike[str] | None = None, **options: Any) -> Sessi
     ``on_plan_change=`` says what happens when reopened state was computed for
     another plan (an upgrade of ivm changed how a view is planned): ``"rebuild"``
     (the default) rebuilds that view from its inputs with an ``ivm.IvmWarning``;
-    ``"refuse"`` raises ``StateError`` naming the view. ``iteration_limit=`` (default
-    1000) bounds the iterations a recursive view may take in one epoch
+    ``"refuse"`` raises ``StateError`` naming the view. ``iteration_limit=`` (None:
+    the default, 1000) bounds the iterations a recursive view may take in one epoch
     (``Session.iteration_limit``, settable later). ``settings={"TimeZone": "UTC"}``: the
-    DuckDB settings new state records, applied at every open (``db.settings``)."""
-    unknown = set(options) - {"spark", "partitions", "on_plan_change", "iteration_limit",
-                              "settings"}
-    if unknown:
-        raise TypeError(f"unknown option(s): {', '.join(sorted(unknown))}")
-    policy = options.get("on_plan_change", "rebuild")
-    if policy not in PLAN_CHANGE_POLICIES:
-        raise IvmError(f"on_plan_change must be 'rebuild' or 'refuse', not {policy!r}")
-    if options.get("spark") is not None:
+    DuckDB settings new state records, applied at every open (``db.settings``).
+    """
+    if on_plan_change not in PLAN_CHANGE_POLICIES:
+        raise IvmError(f"on_plan_change must be 'rebuild' or 'refuse', not {on_plan_change!r}")
+    if spark is not None:
         from ivm.views.spark.session import SparkModeSession  # imports pyspark: only when asked
 
-        session: Session = SparkModeSession(
-            path, options["spark"], options.get("partitions"), policy, options.get("settings")
-        )
-    elif options.get("partitions") is not None:
+        session: Session = SparkModeSession(path, spark, partitions, on_plan_change, settings)
+    elif partitions is not None:
         raise IvmError("partitions= applies to Spark mode only: pass spark= as well")
     else:
-        session = Session(path, policy, options.get("settings"))
-    if "iteration_limit" in options:
-        try:
-            session.iteration_limit = options["iteration_limit"]
-        except BaseException:
-            session.close()
-            raise
+        session = Session(path, on_plan_change, settings)
+    try:
+        if iteration_limit is not None:
+            session.iteration_limit = iteration_limit
+    except BaseException:
+        session.close()
+        raise
     return session
 
 
 class Session(Ddl, Ingest, ViewState, SavedIndexes):
-    """An ivm database: tables, views, and the epoch they are at."""
+    """An ivm database: tables, views, and the epoch they are at. Every public method and
+    property lets only ``ivm.IvmError`` out (``ivm.guard``: each subclass is guarded too)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        guard_public(cls)
 
     def __init__(
         self, path: str | os.PathLike[str] | None = None, on_plan_change: str = "rebuild",
@@ -341,6 +345,13 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
                 finally:
                     release(self._state_file)
 
+    def _after_unexpected(self) -> None:
+        """After an unexpected exception (``ivm.guard``): drop what is rebuilt at first use."""
+        self.row_indexes.clear()
+        self.operator_memory.clear()
+        self._described.clear()
+        self._no_change = {}
+
     def __enter__(self) -> Session:
         return self
 
@@ -392,6 +403,9 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
         tables, arrow_schemas, views = saved
         self._tables, self.arrow_schemas, self._views = tables, arrow_schemas, views
         self._no_change = {}
+
+
+guard_public(Session)
 
 
 def check_read_query(query: str) -> None:

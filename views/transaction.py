@@ -3,7 +3,8 @@
 ``BEGIN … COMMIT``, or ``ROLLBACK`` on any error; the session's in-memory
 catalog (tables, views) is restored too, and actions registered for after the
 commit (or after a roll-back) run then: file moves in Spark mode, catalog
-registrations. A DuckDB error inside becomes the given ``IvmError`` class.
+registrations. A DuckDB error inside becomes the given ``IvmError`` class (an epoch's,
+``ExecutionError``, only when a value is at fault; else ``InternalError``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from typing import Any, Protocol
 
 import duckdb
 
-from ivm.errors import IvmError, StateError
+from ivm.errors import ExecutionError, IvmError, StateError
+from ivm.execution.failures import sql_failure
 
 
 class Transactional(Protocol):
@@ -86,4 +88,6 @@ class Transaction:
             s.restore(self.saved)
             run_all(reversed(s.on_rollback))
         if isinstance(error, duckdb.Error):
+            if self.error_class is ExecutionError:  # an epoch's statements are ivm's own
+                raise sql_failure(error) from error
             raise self.error_class(f"DuckDB: {error}") from error

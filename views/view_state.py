@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from ivm.errors import ExecutionError, IterationLimitError, IvmError, IvmWarning, StateError
+from ivm.errors import (
+    ExecutionError,
+    InternalError,
+    IterationLimitError,
+    IvmError,
+    IvmWarning,
+    StateError,
+)
 from ivm.execution.embedded import EpochRunner, create_traces, run_sql
 from ivm.operators.base import STATE_FORMAT
 from ivm.plan.sql import consolidate_sql
@@ -32,7 +39,7 @@ from ivm.storage.manifest import Manifest, TraceEntry
 from ivm.storage.sqltext import unquote
 from ivm.storage.traces import create_reader, create_trace
 from ivm.views.definitions import ViewDef
-from ivm.views.diagnose import EXISTING, ViewFailed, explain_failure
+from ivm.views.diagnose import EXISTING, ViewFailed, explain_failure, explain_internal
 
 if TYPE_CHECKING:
     from ivm.views.session import Session
@@ -95,13 +102,17 @@ class ViewState(_Base):
                     self._drop_view_state(view.name, stored)
                     self._build_view_state(view, rebuild=True)
             except ViewFailed as failure:
+                if failure.internal is not None:
+                    raise self._explain_backfill(failure) from failure.error
                 raise StateError(
                     f"view {view.name!r} cannot be rebuilt from its inputs: {failure}"
                 ) from failure.error
 
-    def _explain_backfill(self, failure: ViewFailed) -> ExecutionError:
+    def _explain_backfill(self, failure: ViewFailed) -> IvmError:
         """A new view's failure over existing rows in the user's terms (in a throwaway
-        transaction: the failed one is unusable)."""
+        transaction: the failed one is unusable): the expression a value failed in, or,
+        for SQL of ivm's own, the construct it was for."""
+        internal = failure.internal
         self.con.execute("BEGIN TRANSACTION").fetchall()
         try:
             runner = EpochRunner(
@@ -109,11 +120,16 @@ class ViewState(_Base):
                 epoch=self.catalog.epoch,
             )
             view = failure.view
+            if internal is not None:
+                create_traces(self.con, self.names, view.circuit)  # what its SQL reads
+                return explain_internal(
+                    self.con, view.name, view.circuit, runner.change, internal
+                )
             return explain_failure(
                 self.con, view.name, view.circuit, runner.change, failure.error, EXISTING
             )
         except (duckdb.Error, IvmError):
-            return failure
+            return internal or failure
         finally:
             self.con.execute("ROLLBACK").fetchall()
 
@@ -185,13 +201,13 @@ class ViewState(_Base):
             self.on_rollback.append(lambda: self.compactor.forget(trace))
             if delta is not None:
                 consolidated = consolidate_sql(delta, view.schema.names)
-                rows = run_sql(self.con, f"INSERT INTO {trace} {consolidated}")
+                rows = run_sql(self.con, f"INSERT INTO {trace} {consolidated}", view.name)
                 self.compactor.appended(trace, rows, consolidated=True)
             for table, rows in runner.commits:
-                run_sql(self.con, f"INSERT INTO {table} {rows}")
+                run_sql(self.con, f"INSERT INTO {table} {rows}", view.name)
         except IterationLimitError as error:
             raise IterationLimitError(f"view {view.name!r}: {error}") from None
-        except ExecutionError as error:
+        except (ExecutionError, InternalError) as error:  # explained by _explain_backfill
             raise ViewFailed(view, error, EXISTING) from error
         create_reader(self.con, view.name, trace, view.schema.names)
         self.catalog.set_manifest(view.name, self._manifest(view))

@@ -168,13 +168,19 @@ class Arrangements:
         ``exporting``)."""
         if table not in self._arranged:
             return _written(self.con, f"INSERT INTO {table} {rows}")
-        names = [n for n, _ in self.columns(table)]
+        columns = self.columns(table)
+        names = [n for n, _ in columns]
         keys = list(self._arranged[table])
         aliases = ", ".join([*(quote(n) for n in names), W])
+        # Typed as the table types them, so a row hashes as it will when read back.
+        typed = ", ".join(
+            [*(f"CAST({quote(n)} AS {t}) AS {quote(n)}" for n, t in columns),
+             f"CAST({W} AS BIGINT) AS {W}"]
+        )
         hashes = [f"{hash_sql(k, '__a')} AS {key_hash(i)}" for i, k in enumerate(keys)]
         staged = self._query(
             f"SELECT __a.*, {', '.join(hashes)}, {row_hash_sql(names, '__a')} AS {ROW_HASH} "
-            f"FROM ({rows}) AS __a({aliases})"
+            f"FROM (SELECT {typed} FROM ({rows}) AS __r({aliases})) AS __a"
         )
         if staged.num_rows == 0:
             return 0

@@ -27,8 +27,8 @@ import duckdb
 import pyarrow as pa
 
 from ivm.circuit.circuit import Circuit
-from ivm.errors import ExecutionError
 from ivm.execution.arrangements import Arrangements
+from ivm.execution.failures import construct_of, sql_failure
 from ivm.execution.profile import EpochProfile
 from ivm.execution.state import StateStore
 from ivm.operators.base import At, Operator
@@ -41,13 +41,18 @@ DEFAULT_ITERATION_LIMIT = 1000
 """Iterations a recursive view may take in one epoch unless the session says otherwise."""
 
 
-def run_sql(con: duckdb.DuckDBPyConnection, sql: str) -> int:
-    """Execute one statement, turning DuckDB's errors into ``ExecutionError``; returns the
-    rows it wrote (DuckDB's count for CREATE TABLE AS, INSERT…; else 0)."""
+def run_sql(
+    con: duckdb.DuckDBPyConnection, sql: str, view: str = "", op: Operator | None = None
+) -> int:
+    """Execute one statement; returns the rows it wrote (DuckDB's count for CREATE TABLE
+    AS, INSERT…; else 0). DuckDB's errors become ``ExecutionError`` when a value is at
+    fault, else ``InternalError`` naming ``view`` and the construct ``op`` maintains
+    (``ivm.execution.failures``)."""
     try:
         result = con.execute(sql).fetchall()
     except duckdb.Error as error:
-        raise ExecutionError(f"evaluating a view failed: {error}") from error
+        construct = construct_of(op) if op is not None else ""
+        raise sql_failure(error, view, construct) from error
     first = result[0][0] if result and result[0] else None
     return first if isinstance(first, int) else 0
 
@@ -65,7 +70,9 @@ def create_traces(con: duckdb.DuckDBPyConnection, store: StateStore, circuit: Ci
         try:
             create_trace(con, table, [(c.name, c.type) for c in spec.schema.columns])
         except duckdb.Error as error:
-            raise ExecutionError(f"cannot create state table {table}: {error}") from error
+            raise sql_failure(
+                error, circuit.view, construct_of(op), f"creating state table {table}"
+            ) from error
 
 
 OperatorMemory = dict[tuple[str, str], dict[str, Any]]
@@ -86,11 +93,13 @@ class EpochRunner:
         epoch: int = 0,
         memory: OperatorMemory | None = None,
         arrangements: Arrangements | None = None,
+        registered: list[str] | None = None,
     ) -> None:
         self.con = con
         self.arrangements = None if backfill else arrangements
-        self.slices: list[str] = []
-        """Names of the Arrow tables registered with DuckDB for this epoch's reads."""
+        self.slices: list[str] = [] if registered is None else registered
+        """Names of the Arrow tables registered with DuckDB for this epoch's reads: the
+        owner unregisters them once the epoch's transaction is over (``release``)."""
         self._memory = memory
         self.after_commit_actions: list[Callable[[], None]] = []
         self.iteration_limit = iteration_limit
@@ -150,7 +159,7 @@ class EpochRunner:
             return read_sql(f"SELECT * FROM {table}", names, at, live)
         start = time.perf_counter()
         rows = self.arrangements.lookup(table, at, live, self._view)
-        name = f"__ivm_slice{len(self.slices)}"
+        name = f"__ivm_slice{len(self.slices)}_{self.epoch}"
         self.con.register(name, rows)
         self.slices.append(name)
         if self.profile is not None:
@@ -162,7 +171,8 @@ class EpochRunner:
         return read_sql(f"SELECT {typed}, {W} FROM {name}", names, at)
 
     def release(self) -> None:
-        """Unregister the Arrow tables this epoch's reads registered."""
+        """Unregister the Arrow tables this epoch's reads registered (after the epoch's
+        transaction: DuckDB refuses it inside one that failed)."""
         for name in self.slices:
             self.con.unregister(name)
         self.slices.clear()
@@ -205,7 +215,7 @@ class EpochRunner:
         table and the rows written."""
         table = self.store.scratch(self._view, op.fingerprint, part)
         start = time.perf_counter()
-        rows = run_sql(self.con, statement.replace("{}", table, 1))
+        rows = run_sql(self.con, statement.replace("{}", table, 1), self._view, op)
         if self.profile is not None:
             self.profile.record(self._view, op.fingerprint, time.perf_counter() - start, rows)
         return f"SELECT * FROM {table}", rows
@@ -215,7 +225,7 @@ class EpochRunner:
         try:
             rows = self.con.execute(sql).fetchall()  # all: no result left open
         except duckdb.Error as error:
-            raise ExecutionError(f"evaluating a view failed: {error}") from error
+            raise sql_failure(error, self._view, construct_of(op)) from error
         if self.profile is not None:
             self.profile.record(self._view, op.fingerprint, time.perf_counter() - start, 0)
         return rows[0][0] if rows else None
@@ -230,7 +240,7 @@ class EpochRunner:
         try:
             rows = self.con.sql(sql).to_arrow_table()
         except duckdb.Error as error:
-            raise ExecutionError(f"evaluating a view failed: {error}") from error
+            raise sql_failure(error, self._view, construct_of(op)) from error
         if self.profile is not None:
             self.profile.record(self._view, op.fingerprint, time.perf_counter() - start, 0)
         return rows

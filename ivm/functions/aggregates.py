@@ -12,8 +12,9 @@ the name:
 * **running** (``ivm.functions.running``): running state per group that a change
   updates from its own rows, except where a guard flags the group, which is then
   recomputed from its live rows. SUM/AVG over DOUBLE and REAL (NaN and ±inf
-  counted apart, the finite sum kept with a bound on its rounding error: 1e17 + 1
-  − 1e17 is flagged), MIN/MAX (flagged when every copy of the extreme leaves).
+  counted apart, finite values summed exactly in fixed point and rounded once:
+  1e17 + 1 − 1e17 is 1; flagged only while a value out of that range is live),
+  MIN/MAX (flagged when every copy of the extreme leaves).
 * **per key** otherwise: the value is recomputed, for each group the change
   touches, from the group's live rows (``ivm.operators.per_key``). Anything
   DISTINCT, VAR/STDDEV over floats or wide numbers, medians, quantiles, modes,
@@ -35,6 +36,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ivm.functions import exact_sum
 from ivm.functions.moments import NON_NULL, Invertible, Moment
 from ivm.functions.running import Running, extreme, float_sum
 from ivm.storage.sqltext import W
@@ -194,6 +196,21 @@ def _float_sum(average: bool) -> Callable[[str], Running | None]:
     return running
 
 
+def _exact_float_sum(average: bool) -> Callable[[str, str | None, str], str]:
+    """SUM (or AVG) of a DOUBLE argument over rows, as the exact sum rounded once (the
+    value a running float sum gives: ``ivm.functions.exact_sum``)."""
+
+    def sql(x: str, weight: str | None, condition: str) -> str:
+        total = exact_sum.total(x, weight, condition)
+        if not average:
+            return total
+        copies = f"SUM(CASE WHEN {x} IS NULL THEN NULL ELSE {weight} END)" if weight else (
+            f"COUNT({x})")
+        return f"({total}) / {copies}{condition}"
+
+    return sql
+
+
 def _extreme(largest: bool) -> Callable[[str], Running | None]:
     def running(type_: str) -> Running | None:
         spelled = type_.upper()
@@ -224,7 +241,10 @@ class AggregateFunction:
     ``skips_nulls``: rows with a NULL argument do not take part; ``weighs_values``: the
     weighted form multiplies values by weights, so it serves numbers only;
     ``invertible`` / ``running``: per argument type, its invertible or running form
-    (None: none for that type).
+    (None: none for that type); ``exact_floats``: its SQL over rows of a float argument
+    where DuckDB's own answer depends on the order of the rows and ivm's does not
+    (``exact_float_sql``): the argument as DOUBLE, the weight (None: one copy per row)
+    and the FILTER clause.
     """
 
     name: str
@@ -238,6 +258,7 @@ class AggregateFunction:
     skips_nulls: bool = False
     weighs_values: bool = False
     running: Callable[[str], Running | None] = field(default=lambda _: None)
+    exact_floats: Callable[[str, str | None, str], str] | None = None
 
     def invertible_for(self, types: Sequence[str], distinct: bool) -> Invertible | None:
         """The invertible form for arguments of ``types``; None means per key."""
@@ -267,7 +288,8 @@ _FUNCTIONS = (
         invertible=_count,
     ),
     AggregateFunction("sum", weighted="SUM({x} * CAST({w} AS HUGEINT)){filter}",
-                      weighs_values=True, invertible=_sum, running=_float_sum(False)),
+                      weighs_values=True, invertible=_sum, running=_float_sum(False),
+                      exact_floats=_exact_float_sum(False)),
     AggregateFunction(
         "avg",
         weighted="SUM({x} * CAST({w} AS HUGEINT)){filter} "
@@ -275,6 +297,7 @@ _FUNCTIONS = (
         weighs_values=True,
         invertible=_avg,
         running=_float_sum(True),
+        exact_floats=_exact_float_sum(True),
     ),
     AggregateFunction("min", weighted="MIN({x}){filter}", running=_extreme(False)),
     AggregateFunction("max", weighted="MAX({x}){filter}", running=_extreme(True)),
@@ -316,6 +339,10 @@ def weighted_sql(
     given as SQL; None when it needs the rows expanded into copies."""
     if function.weighted is None:
         return None
+    where = f" FILTER (WHERE {condition})" if condition else ""
+    exact = exact_float_sql(function, args, types, where, weight=W)
+    if exact is not None:
+        return exact
     if function.weighs_values:  # value × weight: numbers only, summed as DuckDB sums them
         spelled = types[0].upper()
         if spelled in FLOATS:
@@ -325,8 +352,24 @@ def weighted_sql(
         elif not (spelled == "DOUBLE" or is_exact_number(spelled)):
             return None
     names = dict(zip("xy", args, strict=False))
-    where = f" FILTER (WHERE {condition})" if condition else ""
     return function.weighted.format(w=W, filter=where, **names)
+
+
+def exact_float_sql(
+    function: AggregateFunction,
+    args: Sequence[str],
+    types: Sequence[str],
+    where: str = "",
+    weight: str | None = None,
+) -> str | None:
+    """``function`` over rows (each standing for ``weight`` copies, if given) where its
+    argument is a float and DuckDB's answer would depend on the rows' order: SUM/AVG, the
+    exact sum rounded once, as a running float sum keeps it. ``where``: the FILTER clause.
+    None for any other function or type (and for DISTINCT calls, which the caller leaves
+    as DuckDB computes them)."""
+    if function.exact_floats is None or not types or types[0].upper() not in FLOATS:
+        return None
+    return function.exact_floats(f"CAST({args[0]} AS DOUBLE)", weight, where)
 
 
 __all__ = [
@@ -337,6 +380,7 @@ __all__ = [
     "Moment",
     "Running",
     "decimal_scale",
+    "exact_float_sql",
     "is_exact_number",
     "lookup",
     "weighted_sql",

@@ -20,20 +20,18 @@ it: zero where its FILTER is not true):
 
 Two kinds (Materialize's accumulable-with-care and hierarchical reductions):
 
-* ``FloatSum``: SUM/AVG over DOUBLE or REAL (summed as DOUBLE, as DuckDB does).
-  Non-finite values are counted apart (exact moments: ``up`` counts +inf and NaN,
-  ``down`` −inf and NaN), so the value follows IEEE (NaN if any NaN or both
-  infinities, else the infinity present) and stays invertible; the finite values
-  are kept as a running DOUBLE sum ``s`` with a
-  rigorous bound ``e`` on its rounding error. Every change adds its own partial
-  sum's bound, (k + 1)·ε·Σ|x·w| for k rows (any summation order, the products
-  included: ε = 2⁻⁵² is twice the unit roundoff, room for the rounding of ``e``
-  itself), and ε·|s| for adding it to ``s``. No value left resets ``s`` and ``e`` to
-  exact zeros. A group is flagged when ``s`` may be off from the exact
-  sum of its live finite values by more than ``SUM_TOLERANCE`` relative (absolute
-  below 1): e > tol·max(|s| − e, 1), or ``s`` or ``e`` is not finite. Recomputed,
-  ``s`` is DuckDB's SUM over the live rows and ``e`` that sum's own bound. Deleting
-  1e17 from 1e17 + 1 leaves s = 0 with e ≈ 44: flagged, recomputed, 1.
+* ``FloatSum``: SUM/AVG over DOUBLE or REAL (summed as DOUBLE, as DuckDB does),
+  kept exactly (``ivm.functions.exact_sum``). Non-finite values are counted apart
+  (exact moments: ``up`` counts +inf and NaN, ``down`` −inf and NaN), so the value
+  follows IEEE (NaN if any NaN or both infinities, else the infinity present); the
+  finite values in range are summed as exact fixed-point limbs (HUGEINT moments),
+  and the value is their sum rounded once to the nearest DOUBLE: for one row, its
+  value; for several, one of the answers DuckDB's order-dependent SUM gives, and
+  never anything of rows since deleted (1e17 + 1 − 1e17 is 1, 99.9 alone is 99.9).
+  Finite values out of range (below 2^-96's precision, 2^93 or beyond) are counted
+  apart too (``out``, which counts the non-finite ones as well); a group holding any
+  is flagged whenever a change touches it, and its value is DuckDB's SUM over its
+  live rows, until none is left. State ``s`` holds the finite sum either way.
 * ``Extreme``: MIN/MAX: the current extreme ``m`` and a count ``c`` of live rows
   holding it, never more than there are. A change improves on ``m`` only by
   inserting; its deletes matter only when they take every counted copy of ``m``,
@@ -52,15 +50,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from ivm.functions import exact_sum
 from ivm.functions.moments import NON_NULL, Invertible, Moment
-
-EPSILON = 2.0**-52
-"""Twice the unit roundoff of DOUBLE: each rounding in a bound counted at double weight."""
-
-SUM_TOLERANCE = 0.5e-9
-"""How far a running float sum may be from the exact sum of its live values, relative
-(absolute below 1). Half the tolerance ivm's oracle tests allow between ivm and
-DuckDB's recomputation (1e-9), the other half left to DuckDB's own rounding."""
 
 Refs = Mapping[str, str]
 """SQL of a form's columns (moments, state or partials) by name."""
@@ -128,9 +119,8 @@ def exact(form: Invertible) -> Exact:
 
 @dataclass(frozen=True)
 class FloatSum(Running):
-    """SUM or AVG over DOUBLE/REAL: non-finite values counted, finite ones summed with a
-    rounding bound (see the module docstring). ``widen``: the argument is REAL, summed
-    as DOUBLE."""
+    """SUM or AVG over DOUBLE/REAL: non-finite values counted, finite ones summed exactly
+    (see the module docstring). ``widen``: the argument is REAL, summed as DOUBLE."""
 
     average: bool = False
     widen: bool = False
@@ -139,43 +129,21 @@ class FloatSum(Running):
         return replace(self, average=False)
 
     def state(self, arg_type: str) -> Named:
-        return (("s", "DOUBLE"), ("e", "DOUBLE"))
-
-    def _sums(self, x: str, w: str) -> tuple[str, str]:
-        """The finite values' sum and the sum of their magnitudes."""
-        value = f"CAST({x} AS DOUBLE)" if self.widen else x
-        finite = f"FILTER (WHERE isfinite({value}))"
-        return f"SUM({value} * {w}) {finite}", f"SUM(abs({value} * {w})) {finite}"
-
-    def partials(self, x: str, w: str) -> Named:
-        s, a = self._sums(x, w)
-        return (("s", s), ("a", a), ("k", "COUNT(*)"))
+        # The finite values' sum: the limbs' rounded once, or where some value is out of
+        # their range, DuckDB's SUM of the live rows (so SUM and AVG round once, together).
+        return (("s", "DOUBLE"),)
 
     def combine(self, old: Refs, part: Refs, new: Refs) -> dict[str, str]:
-        empty = f"{new['n']} = 0"  # no value left: an exact empty sum
-        s = f"COALESCE({old['s']}, 0.0) + COALESCE({part['s']}, 0.0)"
-        e = (
-            f"COALESCE({old['e']}, 0.0) + ({part['k']} + 1) * {EPSILON!r} "
-            f"* COALESCE({part['a']}, 0.0) + {EPSILON!r} * abs({s})"
-        )
-        return {
-            "s": f"CASE WHEN {empty} THEN 0.0 ELSE {s} END",
-            "e": f"CASE WHEN {empty} THEN 0.0 ELSE {e} END",
-        }
+        exact = exact_sum.rounded([new[f"l{i}"] for i in range(exact_sum.LIMBS)])
+        return {"s": f"CASE WHEN {new['out']} > 0 THEN NULL ELSE {exact} END"}
 
     def flag(self, new: Refs) -> str:
-        s, e = new["s"], new["e"]
-        close = (
-            f"isfinite({s}) AND isfinite({e}) AND "
-            f"{e} <= {SUM_TOLERANCE!r} * GREATEST(abs({s}) - {e}, 1.0)"
-        )
-        # The value depends on s only where no NaN or infinity is live.
-        return f"({new['n']} > 0 AND {new['up']} = 0 AND {new['down']} = 0 AND NOT ({close}))"
+        # The value depends on the sum only where no NaN or infinity is live.
+        return f"({new['n']} > 0 AND {new['up']} = 0 AND {new['down']} = 0 AND {new['out']} > 0)"
 
     def recompute(self, x: str, w: str) -> dict[str, str]:
-        s, a = self._sums(x, w)
-        bound = f"(COUNT(*) + 1) * {EPSILON!r} * COALESCE({a}, 0.0)"
-        return {"s": f"COALESCE({s}, 0.0)", "e": bound}
+        value = f"CAST({x} AS DOUBLE)" if self.widen else x
+        return {"s": f"COALESCE(SUM({value} * {w}) FILTER (WHERE isfinite({value})), 0.0)"}
 
     def finalize(self, new: Refs) -> str:
         finite = f"{new['s']} / {new['n']}" if self.average else new["s"]
@@ -247,11 +215,16 @@ BIGGEST = "1.7976931348623157e308"
 
 def float_sum(average: bool, widen: bool) -> FloatSum:
     """SUM (or AVG) over a DOUBLE argument, or a REAL one (``widen``: summed as DOUBLE)."""
+    v = "CAST({x} AS DOUBLE)" if widen else "{x}"
     # NaN counts as both: NaN if any NaN or both infinities, else the infinity present.
     moments = (
         NON_NULL,
         Moment("up", f"CAST({{x}} > {BIGGEST} AS INTEGER)", "BIGINT"),
         Moment("down", f"CAST({{x}} < -{BIGGEST} OR isnan({{x}}) AS INTEGER)", "BIGINT"),
+        # Out of the limbs' range, the non-finite values too (their group's value does
+        # not depend on the sum while any of them is live).
+        Moment("out", f"CAST(NOT {exact_sum.in_range(v)} AS INTEGER)", "BIGINT"),
+        *(Moment(f"l{i}", term, "HUGEINT") for i, term in enumerate(exact_sum.limb_terms(v))),
     )
     return FloatSum(moments, average=average, widen=widen)
 

@@ -19,7 +19,12 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from ivm.functions.aggregates import AggregateFunction, Invertible, lookup
+from ivm.functions.aggregates import (
+    AggregateFunction,
+    Invertible,
+    exact_float_sql,
+    lookup,
+)
 from ivm.plan.node import Plan
 from ivm.plan.sql import column_list, sql_of
 from ivm.schema import quote
@@ -69,13 +74,15 @@ class AggregateCall:
         """The first argument column (None for COUNT(*))."""
         return self.args[0] if self.args else None
 
-    def sql(self) -> str:
-        """The call as DuckDB SQL over the input's columns (what ivm maintains).
+    def sql(self, types: Sequence[str] = ()) -> str:
+        """The call as DuckDB SQL over the input's columns (what ivm maintains), the
+        arguments of ``types`` (where known).
 
-        Where DuckDB leaves the result to chance, this is ivm's deterministic
+        Where DuckDB leaves a result to chance, this is ivm's deterministic
         version: MODE takes the smallest of the most frequent values, ARG_MIN/
         ARG_MAX the smallest argument among equal extremes, ordered lists break
-        ties by the aggregated values.
+        ties by the aggregated values, SUM/AVG over floats is the exact sum rounded
+        once (``exact_float_sql``; DuckDB's varies with the order of the rows).
         """
         args = [quote(a) for a in self.args]
         function = self.function
@@ -84,6 +91,9 @@ class AggregateCall:
             conditions += [f"{a} IS NOT NULL" for a in args]
         distinct = "DISTINCT " if self.distinct else ""
         where = f" FILTER (WHERE {' AND '.join(conditions)})" if conditions else ""
+        exact = None if self.distinct else exact_float_sql(function, args, types, where)
+        if exact is not None:
+            return exact
         if function.plain is not None:
             names = dict(zip("xy", args, strict=False))
             return function.plain.format(distinct=distinct, filter=where, **names)
@@ -112,7 +122,12 @@ class Aggregate(Plan):
     calls: tuple[AggregateCall, ...]
 
     def plain(self, inputs: Sequence[str]) -> str:
-        return grouped_sql(inputs[0], self.keys, [c.sql() for c in self.calls], self.calls)
+        values = [c.sql(self.types(c)) for c in self.calls]
+        return grouped_sql(inputs[0], self.keys, values, self.calls)
+
+    def types(self, call: AggregateCall) -> list[str]:
+        """The types of ``call``'s arguments."""
+        return [self.input.schema.type_of(a) for a in call.args]
 
     def describe(self) -> str:
         keys = ", ".join(self.keys) or "(global)"

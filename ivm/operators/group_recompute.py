@@ -64,7 +64,7 @@ class GroupRecompute(PerKey):
             values = [w for w in weighted if w is not None]
             source = live
         else:
-            values = [call.sql() for call in node.calls]
+            values = [call.sql(node.types(call)) for call in node.calls]
             source = expand_sql(live, node.input.schema.names)
         typed = [
             f"CAST({v} AS {node.schema.type_of(c.name)})"

@@ -151,10 +151,8 @@ class InvertibleAggregate(Operator):
             values.append(f"CAST({form.finalize(refs)} AS {type_}) AS {quote(call.name)}")
         # A group exists while it has rows; a global aggregate's single row always exists.
         exists = f" WHERE n.{COUNT} > 0" if keys else ""
-        new_rows = (
-            f"SELECT {column_list(stored, 'n')}, {', '.join(values)}, 1::BIGINT AS {W} "
-            f"FROM n{exists}"
-        )
+        selected = ", ".join([column_list(stored, "n"), *values, f"1::BIGINT AS {W}"])
+        new_rows = f"SELECT {selected} FROM n{exists}"  # (no calls: keys and count only)
         old_rows = f"SELECT {column_list(self.state.names)}, -1::BIGINT AS {W} FROM o"
         return (
             f"WITH p AS ({self.partials_sql(delta)}), o AS ({old}), n AS ({new}) "

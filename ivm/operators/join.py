@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from sqlglot import exp
 
@@ -62,6 +63,16 @@ class Join(Plan):
         return pairs
 
 
+def fused_join(op: Operator) -> bool:
+    """True when ``op`` is a join, or operators without state above one: its change is
+    SQL text holding the join's delta query, not a table read."""
+    if isinstance(op, DeltaJoin):
+        return True
+    if op.traces() or not op.inputs:
+        return False
+    return any(fused_join(i) for i in op.inputs)
+
+
 def conjuncts(condition: exp.Expression | None) -> list[exp.Expression]:
     """The terms of a conjunction, however its ANDs are nested or parenthesized."""
     if condition is None:
@@ -101,6 +112,7 @@ class DeltaJoin(Operator):
             return None
         olds = [run.integral(i) for i in self.inputs]
         schemas = [i.schema for i in self.inputs]
+        deltas, ctes = self._shared(deltas)
         terms = []
         for i, delta in enumerate(deltas):
             if delta is None:
@@ -116,7 +128,29 @@ class DeltaJoin(Operator):
                 else:
                     sources.append(old)
             terms.append(join_sql(sources, schemas, self.join.condition, weighted=True))
-        return terms[0] if len(terms) == 1 else union_all_sql(terms)
+        body = terms[0] if len(terms) == 1 else union_all_sql(terms)
+        return f"WITH {', '.join(ctes)} {body}" if ctes else body
+
+    def _shared(self, deltas: list[str | None]) -> tuple[list[str | None], list[str]]:
+        """The changes, each one of a fused join (a join without state below, maybe under
+        filters and projections) named once as a common table expression. The delta
+        query reads a change several times (its own term, the keys its other inputs are
+        read at, the later terms' new versions): a chain of joins, each reading the change
+        below it twice, would otherwise grow as 2ⁿ. DuckDB inlines a CTE read once and
+        computes one read more often once."""
+        shared: list[str | None] = list(deltas)
+        ctes: list[str] = []
+        for i, delta in enumerate(deltas):
+            if delta is not None and self._joined_inputs[i]:
+                name = f"__jd{self.fingerprint[:10]}_{i}"
+                ctes.append(f"{name} AS ({delta})")
+                shared[i] = f"SELECT * FROM {name}"
+        return shared, ctes
+
+    @cached_property
+    def _joined_inputs(self) -> tuple[bool, ...]:
+        """Per input: whether its change is a fused join's (see ``fused_join``)."""
+        return tuple(fused_join(i) for i in self.inputs)
 
     def _old_at_keys(self, run: Run, j: int, i: int, delta: str) -> str | None:
         """Input ``j``'s integral at the keys of input ``i``'s change, when an ``=`` of the

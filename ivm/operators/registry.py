@@ -21,6 +21,7 @@ from ivm.operators.guard import Guard, IncrementalGuard
 from ivm.operators.invertible_aggregate import InvertibleAggregate
 from ivm.operators.join import DeltaJoin, Join
 from ivm.operators.nested_run import FeedbackSource, ImportSource
+from ivm.operators.product import Product, RecomputedProduct
 from ivm.operators.project import Project, ProjectOperator
 from ivm.operators.recursive import Feedback, Imported
 from ivm.operators.running_aggregate import RunningAggregate
@@ -69,6 +70,7 @@ REGISTRY: Mapping[type[Plan], Factory] = {
     UnionAll: _plain(UnionAllOperator),
     Difference: _plain(DifferenceOperator),
     Join: _plain(DeltaJoin),
+    Product: _plain(RecomputedProduct),
     Aggregate: _aggregate,
     Distinct: _plain(IncrementalDistinct),
     SetOperation: _plain(IncrementalSetOperation),

@@ -12,8 +12,9 @@ State, both partitioned and sorted by the group keys:
 
 * ``groups``: group versions, as ``InvertibleAggregate``'s: the keys, the row count
   ``__cnt``, the calls' moments ``__m<j>_<name>`` (exact running sums; calls with
-  equal moments share one column) and running state ``__s<j>_<name>`` (a float sum
-  and its error bound, an extreme and its copies), and the visible values. An
+  equal moments share one column; a float sum's are exact fixed-point limbs) and
+  running state ``__s<j>_<name>`` (a float sum read from the rows where some value
+  is out of the limbs' range, an extreme and its copies), and the visible values. An
   epoch appends, for every touched group, the old version with weight −1 and the
   new one with +1.
 * ``input``: the input's integral (rows with weights), read only for flagged groups.
@@ -24,7 +25,7 @@ Per epoch, in one statement over the consolidated change ``d`` (a scratch table)
     o  = the old versions of those groups
     c  = p ⋈ o: the new moments and running state (each form's ``combine``), flagged
          where a form's guard says the state cannot give the value (every counted
-         copy of an extreme gone, a float sum's error bound past its tolerance)
+         copy of an extreme gone, a float value out of the exact range live)
     r  = for the flagged groups only, their running state from their live rows
          (input at those keys ⊎ d: each form's ``recompute``)
     versions: o with −1; c with +1, r's running state where flagged
@@ -36,7 +37,8 @@ version that was recomputed (``__recomputed``): not state, but what tests count.
 
 Cost: the statement is larger than ``GroupRecompute``'s, so DuckDB takes longer to
 parse and plan it (≈10 ms on a 2-core machine). It pays where groups are seldom
-recomputed (float sums; extremes of large groups) and the input is large; where
+recomputed (extremes of large groups; float sums are read only for values out of
+their exact range) and the input is large; where
 some extreme leaves every epoch (small groups under steady deletes) the input is
 read every epoch either way, and a per-key recompute costs less.
 """
@@ -159,7 +161,7 @@ class RunningAggregate(Operator):
         return (
             f"RunningAggregate by [{keys}] {calls} (state: group versions with running "
             "state, and the input's rows, by key; rows are read only for groups whose "
-            "extreme left or whose float sum may be off)"
+            "extreme left or whose float sum holds a value out of its exact range)"
         )
 
     # -- computation -------------------------------------------------------------------------

@@ -35,10 +35,10 @@ def binary_joins(circuit: Circuit, partitioned: bool = False) -> Circuit:
     (only when ``partitioned``: the rewrite serves partitioned execution)."""
     if not partitioned:
         return circuit
-    return circuit.rewrite(_merge_filter).rewrite(_split_wide)
+    return circuit.rewrite(merge_filter).rewrite(_split_wide)
 
 
-def _merge_filter(op: Operator) -> Operator:
+def merge_filter(op: Operator) -> Operator:
     """A filter right above a join, as the join's condition."""
     if isinstance(op.node, Filter) and isinstance(op.inputs[0], DeltaJoin):
         join = op.inputs[0].join
@@ -71,12 +71,11 @@ def _equates(conjunct: exp.Expression, left: set[str], right: set[str]) -> bool:
 
 
 def _and(terms: list[exp.Expression]) -> exp.Expression | None:
+    """The conjunction of ``terms``; an OR among them is parenthesized (``conjuncts``
+    strips parentheses, and ``a AND (b OR c)`` must not become ``a AND b OR c``)."""
     if not terms:
         return None
-    result = terms[0]
-    for term in terms[1:]:
-        result = exp.And(this=result, expression=term)
-    return result
+    return exp.and_(*terms) if len(terms) > 1 else terms[0]
 
 
 def _split(op: DeltaJoin) -> Operator:

@@ -294,3 +294,67 @@ def _is_literal(expression: exp.Expression) -> bool:
     if isinstance(expression, exp.Array):
         return all(_is_literal(e) for e in expression.expressions)
     return False
+
+
+PICKS = (exp.First, exp.Last, exp.AnyValue)
+"""Aggregates that pick one of a group's values (``FIRST``, ``LAST``, ``ANY_VALUE``)."""
+PICK_NAMES = frozenset({"arbitrary"})
+"""DuckDB's other names for them that sqlglot parses as anonymous functions."""
+
+
+def is_pick(node: exp.Expression) -> bool:
+    """True for a call of FIRST, LAST, ANY_VALUE or ARBITRARY (not over a window)."""
+    picks = isinstance(node, PICKS) or (
+        isinstance(node, exp.Anonymous) and node.name.lower() in PICK_NAMES)
+    return picks and not windowed(node)
+
+
+def determined_picks(
+    expression: exp.Expression, keys: list[exp.Expression] | None, locator: Locator
+) -> exp.Expression:
+    """``expression`` with each FIRST / LAST / ANY_VALUE call whose value is determined
+    replaced by that value: a constant argument, or (``keys``: a plain GROUP BY's keys)
+    an argument of GROUP BY key columns only, is the same for every row of a group,
+    so the call is that argument (NULL over a group no row of passes its FILTER, or an
+    empty global group). Any other is refused by name: DuckDB picks a row as it
+    happens to scan them, which no maintenance can reproduce."""
+    key_texts = {k.sql(dialect="duckdb") for k in keys or [] if isinstance(k, exp.Column)}
+    holder = exp.Paren(this=expression.copy())
+    for node in [n for n in in_scope(holder) if is_pick(n)]:
+        outer, condition = node, None
+        while isinstance(outer.parent, (exp.IgnoreNulls, exp.RespectNulls, exp.Filter)):
+            outer = outer.parent
+            if isinstance(outer, exp.Filter) and isinstance(outer.expression, exp.Where):
+                condition = outer.expression.this
+        argument = node.expressions[0] if isinstance(node, exp.Anonymous) else node.this
+        if isinstance(argument, exp.Order):
+            argument = argument.this
+        columns = list(argument.find_all(exp.Column)) if argument is not None else []
+        determined = argument is not None and argument.find(exp.Query) is None and (
+            not columns or (keys is not None and all(
+                c.sql(dialect="duckdb") in key_texts for c in columns)))
+        if not determined:
+            name = function_name(node, locator)
+            raise UnsupportedSQL(
+                f"{locator.describe(name, node)} is not supported here: it picks one of a "
+                "group's values as DuckDB happens to scan them, which maintenance cannot "
+                "reproduce; it is maintained where every candidate is equal (a constant, or "
+                "an expression of the GROUP BY keys)"
+            )
+        count = exp.Count(this=exp.Star())
+        if condition is not None:
+            count = exp.Filter(this=count, expression=exp.Where(this=condition.copy()))
+        value: exp.Expression = argument.copy()
+        if condition is not None or not keys:
+            nonempty = exp.GT(this=count, expression=exp.Literal.number(0))
+            value = exp.Case().when(nonempty, value, copy=False)
+        outer.replace(exp.Paren(this=value))
+    return holder.this
+
+
+def is_pick_call(node: exp.Expression) -> bool:
+    """True for the outermost node of a FIRST / LAST / ANY_VALUE call (its FILTER or
+    IGNORE NULLS wrapper included): checked by ``determined_picks``, not the registry."""
+    while isinstance(node, (exp.Filter, exp.IgnoreNulls, exp.RespectNulls)):
+        node = node.this
+    return is_pick(node)

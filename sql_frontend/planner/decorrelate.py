@@ -54,6 +54,10 @@ class Inner:
     """Aggregate subqueries: the SELECT expression over the value (call) columns."""
     empty: exp.Expression | None = None
     """Aggregate subqueries: the SELECT expression over no rows (the "count bug")."""
+    calls: list[tuple[str, exp.Expression]] | None = None
+    """Aggregate subqueries correlated by a non-equality (``theta``): the calls, named as
+    ``template`` reads them, over ``plan``'s columns, for the caller to compute per
+    distinct outer value (``plan`` then holds the subquery's rows, not its groups)."""
 
     @property
     def flag(self) -> str:
@@ -155,21 +159,22 @@ def decorrelate(
         return expression.copy().transform(swap)
 
     if aggregate:
-        if theta:
-            construct = ctx.locator.describe("non-equality correlation", theta[0])
-            raise UnsupportedSQL(f"{construct} in an aggregate subquery is not supported")
-        if pairs and (node.args.get("group") or node.args.get("having")):
+        if (pairs or theta) and (node.args.get("group") or node.args.get("having")):
             construct = ctx.locator.describe("correlated subquery with GROUP BY or HAVING", node)
             raise UnsupportedSQL(f"{construct} is not supported")
         expression = node.expressions[0].unalias()
         calls = {sql_text(c): (f"__v{i}", c) for i, c in
                  enumerate({sql_text(c): c for c in calls_in(expression)}.values())}
-        outputs = [(n, c) for n, c in calls.values()] + key_exprs + [("__e", exp.true())]
-        query.set("expressions", [exp.alias_(e.copy(), n) for n, e in outputs])
-        if key_exprs:
-            query.set("group", exp.Group(expressions=[e.copy() for _, e in key_exprs]))
-        inner = _renamed(ctx, alias, ctx.query(query, scope),
-                         [outer_sql(o) for o in outer_exprs], None)
+        if theta:
+            inner = _theta_rows(ctx, alias, query, scope, calls, key_exprs, theta,
+                                [outer_sql(o) for o in outer_exprs], is_outer, outer_sql)
+        else:
+            outputs = [(n, c) for n, c in calls.values()] + key_exprs + [("__e", exp.true())]
+            query.set("expressions", [exp.alias_(e.copy(), n) for n, e in outputs])
+            if key_exprs:
+                query.set("group", exp.Group(expressions=[e.copy() for _, e in key_exprs]))
+            inner = _renamed(ctx, alias, ctx.query(query, scope),
+                             [outer_sql(o) for o in outer_exprs], None)
 
         def over(empty: bool) -> exp.Expression:
             def swap(n: exp.Expression) -> exp.Expression:
@@ -205,6 +210,43 @@ def decorrelate(
     inner = _renamed(ctx, alias, ctx.query(query, scope),
                      [outer_sql(o) for o in outer_exprs], condition)
     inner.values = [f"{alias}.{n}" for n, _ in values]
+    return inner
+
+
+def _theta_rows(
+    ctx: Context,
+    alias: str,
+    query: exp.Select,
+    scope: Scope,
+    calls: dict[str, tuple[str, exp.Expression]],
+    key_exprs: list[tuple[str, exp.Expression]],
+    theta: list[exp.Expression],
+    outer: list[exp.Expression],
+    is_outer: Callable[[exp.Expression], bool],
+    outer_sql: Callable[[exp.Expression], exp.Expression],
+) -> Inner:
+    """An aggregate subquery correlated by a non-equality: its rows (not grouped), with
+    the inner columns its calls and its theta condition read (``__c<i>``) and its keys;
+    ``calls`` rewritten over them, for the caller to group per outer value."""
+    inner_columns: dict[str, exp.Expression] = {}
+    for part in [*theta, *(c for _, c in calls.values())]:
+        for column in part.find_all(exp.Column):
+            if not is_outer(column):
+                inner_columns.setdefault(sql_text(column), column)
+    names = {text: f"__c{i}" for i, text in enumerate(inner_columns)}
+    outputs = key_exprs + [(names[t], c) for t, c in inner_columns.items()]
+    if not outputs:
+        outputs = [("__e", exp.true())]  # COUNT(*) over rows matched without inner columns
+    query.set("expressions", [exp.alias_(e.copy(), n) for n, e in outputs])
+
+    def swap(n: exp.Expression) -> exp.Expression:
+        if isinstance(n, exp.Column) and not is_outer(n):
+            return ref(f"{alias}.{names[sql_text(n)]}", n)
+        return n
+
+    condition = outer_sql(exp.and_(*(t.copy() for t in theta)).transform(swap))
+    inner = _renamed(ctx, alias, ctx.query(query, scope), outer, condition)
+    inner.calls = [(f"{alias}.{n}", c.copy().transform(swap)) for n, c in calls.values()]
     return inner
 
 

@@ -4,7 +4,8 @@ The pre-aggregation projection computes every group key (``__k<n>``), every
 argument and ORDER BY expression of a call (``__a<n>``, one column per distinct
 SQL text) and every FILTER condition (``__f<n>``); each distinct call becomes
 one ``AggregateCall`` (``__g<n>``) over those columns. The SELECT list and
-HAVING are then rewritten to read keys and calls by name.
+HAVING are then rewritten to read keys and calls by name. A GROUP BY without
+calls is a DISTINCT of its keys, and planned as one (``Distinct``).
 
 Grouping sets (``ivm.sql_frontend.planner.grouping_sets``) become a UNION ALL of
 one Aggregate per set over the same projection, each padded to every key: a key
@@ -19,6 +20,7 @@ from sqlglot import exp
 
 from ivm.errors import SqlError
 from ivm.operators.aggregate import Aggregate, AggregateCall, SortKey
+from ivm.operators.distinct import Distinct
 from ivm.operators.project import Project
 from ivm.operators.union_all import UnionAll
 from ivm.plan.node import Plan
@@ -151,14 +153,27 @@ def plan_aggregation(
     parts = []
     for grouping_set in sets:
         grouped = tuple(key_names[i] for i in grouping_set)
-        aggregate = Aggregate(
-            schema=plan.schema, input=plan, keys=grouped, calls=tuple(calls.calls.values())
-        )
-        parts.append(_padded(ctx, ctx.typed(aggregate), plan, calls, key_names, grouped))
+        aggregate = _grouped(ctx, plan, grouped, calls)
+        parts.append(_padded(ctx, aggregate, plan, calls, key_names, grouped))
     if len(parts) == 1:
         return parts[0], new_outputs, new_having
     union = UnionAll(schema=parts[0].schema, parts=tuple(parts))
     return ctx.typed(union), new_outputs, new_having
+
+
+def _grouped(ctx: Context, pre: Plan, grouped: tuple[str, ...], calls: _Calls) -> Plan:
+    """GROUP BY ``grouped`` over the projection ``pre``: the Aggregate of the calls, or,
+    with none, the distinct keys (the same rows, and a Distinct keeps less state: its
+    input's weights, no group versions)."""
+    if calls.calls:
+        return ctx.typed(Aggregate(
+            schema=pre.schema, input=pre, keys=grouped, calls=tuple(calls.calls.values())
+        ))
+    keys = pre
+    if list(grouped) != pre.schema.names:  # a grouping set: only its keys
+        exprs = tuple((k, ref(k)) for k in grouped)
+        keys = ctx.typed(Project(schema=pre.schema, input=pre, exprs=exprs))
+    return ctx.typed(Distinct(schema=keys.schema, input=keys))
 
 
 def _padded(

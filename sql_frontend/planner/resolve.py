@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from sqlglot import exp
 from sqlglot.errors import OptimizeError, SqlglotError
 
-from ivm.errors import SqlError
+from ivm.errors import SqlError, UnsupportedSQL
 from ivm.schema import Schema
 from ivm.sql_frontend.positions import Locator
 from ivm.sql_frontend.rules import apply_rules
@@ -39,6 +39,12 @@ def resolve(
     except (OptimizeError, SqlglotError) as error:
         message, node = _located(str(error), tree)
         raise SqlError(f"cannot resolve {locator.describe(message, node)}") from error
+    except AssertionError as error:  # sqlglot's own checks of shapes it does not expect
+        construct = locator.describe("query", tree)
+        raise UnsupportedSQL(
+            f"{construct} is not supported: its names could not be resolved (a shape "
+            "sqlglot's qualify does not expect)"
+        ) from error
 
 
 def _located(message: str, tree: exp.Expression) -> tuple[str, exp.Expression | None]:

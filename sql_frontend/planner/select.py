@@ -15,16 +15,15 @@ from ivm.sql_frontend.planner.context import Context, Scope
 from ivm.sql_frontend.planner.ctes import with_ctes
 from ivm.sql_frontend.planner.decorrelate import Resolve
 from ivm.sql_frontend.planner.from_clause import plan_from
+from ivm.sql_frontend.planner.grouped_subqueries import (
+    Holders,
+    hoist_join_subqueries,
+    values_before_grouping,
+)
 from ivm.sql_frontend.planner.grouping import plan_aggregation, sql_text
 from ivm.sql_frontend.planner.grouping_sets import grouping_sets
 from ivm.sql_frontend.planner.naming import ref, rename_columns, unique_names
-from ivm.sql_frontend.planner.subqueries import (
-    Holders,
-    has_subquery,
-    hoist_join_subqueries,
-    plan_where,
-    with_values,
-)
+from ivm.sql_frontend.planner.subqueries import has_subquery, plan_where, with_values
 from ivm.sql_frontend.planner.top_k import limited, ordering_of
 from ivm.sql_frontend.planner.windows import distinct_on, plan_windows, window_operands
 
@@ -49,6 +48,7 @@ def plan_select(ctx: Context, node: exp.Select, scope: Scope) -> Plan:
     having = node.args.get("having")
     group = node.args.get("group")
     if group is not None or having is not None or any(has_aggregate(e) for _, e in raw):
+        plan, raw, group, having = values_before_grouping(ctx, plan, raw, group, having, scope)
         holders = Holders(ctx)
         outputs = [(name, rename_columns(holders.take(e))) for name, e in raw]
         positions = {i + 1: e for i, (_, e) in enumerate(outputs)}

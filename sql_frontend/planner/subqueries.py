@@ -37,6 +37,7 @@ from ivm.sql_frontend.planner.decorrelate import plan_resolver as plan_resolver
 from ivm.sql_frontend.planner.grouping import plan_aggregation
 from ivm.sql_frontend.planner.naming import ref, rename_columns
 from ivm.sql_frontend.planner.semi_joins import anti_join, semi_join
+from ivm.sql_frontend.planner.semi_joins import join as join_plans
 
 COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
 TOO_MANY_ROWS = "More than one row returned by a subquery used as an expression"
@@ -159,12 +160,66 @@ def aggregate(
     return ctx.typed(Project(schema=result.schema, input=result, exprs=exprs))
 
 
-def _counts(ctx: Context, inner: Inner, extra: list[tuple[str, exp.Expression]]) -> Plan:
-    """Per key of ``inner``: its rows ``n``, its non-NULL values ``nv``, and ``extra``."""
+def _with_counts(
+    ctx: Context, plan: Plan, inner: Inner, extra: list[tuple[str, exp.Expression]]
+) -> Plan:
+    """``plan`` with, per key of ``inner`` (per correlation value), the subquery's rows
+    ``n``, its non-NULL values ``nv``, and ``extra`` (NULL where it has no rows)."""
     value = ref(inner.values[0])
     calls = [(f"{inner.alias}.__n", exp.Count(this=exp.Star())),
              (f"{inner.alias}.__nv", exp.Count(this=value))] + extra
-    return aggregate(ctx, inner.plan, inner.keys, calls)
+    return per_correlation(ctx, plan, inner, calls)
+
+
+def per_correlation(
+    ctx: Context, plan: Plan, inner: Inner, calls: list[tuple[str, exp.Expression]],
+    flag: str | None = None,
+) -> Plan:
+    """``plan`` with the aggregate ``calls`` over the subquery's rows that each of its
+    rows correlates with (NULL where none does), and ``flag`` TRUE where some does.
+
+    Equality correlation: the calls grouped by the inner keys, left-joined on them.
+    Any other (``inner.theta``): grouped per distinct value of the outer columns the
+    correlation reads (``outer_values``' D, joined to the subquery's rows by the
+    correlation), left-joined back null-safely. Uncorrelated: one row, cross-joined."""
+    if inner.theta is None:
+        grouped = aggregate(ctx, inner.plan, inner.keys, calls)
+        if flag is not None:
+            grouped = _flagged(ctx, grouped, flag)
+        return _join(ctx, plan, inner, grouped)
+    on = sj.condition(inner.pairs, inner.theta)
+    assert on is not None
+    keys, on, back = sj.outer_values(ctx, plan, on, f"{inner.alias}.__g")
+    joined = join_plans(ctx, keys, inner.plan, on)
+    grouped = aggregate(ctx, joined, list(keys.schema.names), calls)
+    renamed = tuple((c, ref(k)) for (_, c), k in zip(back, keys.schema.names, strict=True))
+    exprs = renamed + tuple((n, ref(n)) for n, _ in calls)
+    if flag is not None:
+        exprs += ((flag, exp.true()),)
+    grouped = ctx.typed(Project(schema=grouped.schema, input=grouped, exprs=exprs))
+    return sj.left_join_unique(ctx, plan, grouped, back, null_safe=True)
+
+
+def _flagged(ctx: Context, plan: Plan, flag: str) -> Plan:
+    exprs = tuple((n, ref(n)) for n in plan.schema.names) + ((flag, exp.true()),)
+    return ctx.typed(Project(schema=plan.schema, input=plan, exprs=exprs))
+
+
+def matched_per_correlation(
+    ctx: Context, plan: Plan, inner: Inner, extra: exp.Expression | None, flag: str
+) -> Plan:
+    """``plan`` with ``flag`` TRUE where some row of the subquery correlates with its row
+    and satisfies ``extra`` (over both), NULL elsewhere: D ⋈ inner made distinct by
+    D's columns, left-joined back null-safely (any correlation)."""
+    on = sj.condition(inner.pairs, sj.and_all([inner.theta, extra]))
+    assert on is not None
+    keys, on, back = sj.outer_values(ctx, plan, on, f"{inner.alias}.__m")
+    joined = join_plans(ctx, keys, inner.plan, on)
+    exprs = tuple((c, ref(k)) for (_, c), k in zip(back, keys.schema.names, strict=True))
+    exprs += ((flag, exp.true()),)
+    found = ctx.typed(Project(schema=joined.schema, input=joined, exprs=exprs))
+    found = ctx.typed(Distinct(schema=found.schema, input=found))
+    return sj.left_join_unique(ctx, plan, found, back, null_safe=True)
 
 
 def _exists(
@@ -205,15 +260,20 @@ def _in(
     inner = _rows(ctx, resolve, query, scope)
     x = rename_columns(operand)
     value = ref(inner.values[0])
-    present = ctx.typed(Filter(schema=inner.plan.schema, input=inner.plan,
-                               predicate=exp.Not(this=exp.Is(this=value, expression=exp.null()))))
-    members = [(f"{c}#m", ref(c)) for c in [*inner.keys, inner.values[0]]]
-    exprs = tuple(members) + ((inner.flag, exp.true()),)
-    found = ctx.typed(Project(schema=present.schema, input=present, exprs=exprs))
-    found = ctx.typed(Distinct(schema=found.schema, input=found))
-    pairs = [(o, f"{c}#m") for o, c in inner.pairs] + [(x, f"{inner.values[0]}#m")]
-    plan = sj.left_join_unique(ctx, plan, found, pairs)
-    plan = _join(ctx, plan, inner, _counts(ctx, inner, []))
+    if inner.theta is not None:
+        member = exp.EQ(this=x.copy(), expression=value.copy())
+        plan = matched_per_correlation(ctx, plan, inner, member, inner.flag)
+    else:
+        present = ctx.typed(Filter(
+            schema=inner.plan.schema, input=inner.plan,
+            predicate=exp.Not(this=exp.Is(this=value, expression=exp.null()))))
+        members = [(f"{c}#m", ref(c)) for c in [*inner.keys, inner.values[0]]]
+        exprs = tuple(members) + ((inner.flag, exp.true()),)
+        found = ctx.typed(Project(schema=present.schema, input=present, exprs=exprs))
+        found = ctx.typed(Distinct(schema=found.schema, input=found))
+        pairs = [(o, f"{c}#m") for o, c in inner.pairs] + [(x, f"{inner.values[0]}#m")]
+        plan = sj.left_join_unique(ctx, plan, found, pairs)
+    plan = _with_counts(ctx, plan, inner, [])
     n, nv = ref(f"{inner.alias}.__n"), ref(f"{inner.alias}.__nv")
     return plan, _case(
         [
@@ -228,12 +288,9 @@ def _in(
 
 
 def _rows(ctx: Context, resolve: Resolve, query: exp.Expression, scope: Scope) -> Inner:
-    """A one-column subquery decorrelated on equalities only."""
+    """A one-column subquery, decorrelated."""
     inner = decorrelate(ctx, resolve, query, scope, aggregate=False)
     one_value(ctx, inner, query)
-    if inner.theta is not None:
-        construct = ctx.locator.describe("non-equality correlation", query)
-        raise UnsupportedSQL(f"{construct} is not supported in this subquery (only in EXISTS)")
     return inner
 
 
@@ -264,7 +321,7 @@ def _quantified(
     value = ref(inner.values[0])
     a = inner.alias
     extra = [(f"{a}.__min", exp.Min(this=value)), (f"{a}.__max", exp.Max(this=value.copy()))]
-    plan = _join(ctx, plan, inner, _counts(ctx, inner, extra))
+    plan = _with_counts(ctx, plan, inner, extra)
     x = rename_columns(node.this)
     n, nv = ref(f"{a}.__n"), ref(f"{a}.__nv")
     empty = exp.EQ(this=exp.func("coalesce", n, exp.Literal.number(0)),
@@ -301,23 +358,29 @@ def _scalar(
     ):
         inner = decorrelate(ctx, resolve, query, scope, aggregate=True)
         assert inner.template is not None and inner.empty is not None
+        missing = exp.Is(this=ref(inner.flag), expression=exp.null())
+        if inner.calls is not None:  # correlated by a non-equality
+            plan = per_correlation(ctx, plan, inner, inner.calls, inner.flag)
+            return plan, _case([(missing, inner.empty)], inner.template)
         if not inner.pairs:
             return sj.cross_join_one_row(ctx, plan, inner.plan), inner.template
         plan = sj.left_join_unique(ctx, plan, inner.plan, inner.pairs)
-        missing = exp.Is(this=ref(inner.flag), expression=exp.null())
         return plan, _case([(missing, inner.empty)], inner.template)
     inner = _rows(ctx, resolve, query, scope)
     first = (f"{inner.alias}.__first", exp.Min(this=ref(inner.values[0])))
-    counts = _counts(ctx, inner, [first])
     too_many = exp.GT(this=ref(f"{inner.alias}.__n"), expression=exp.Literal.number(1))
-    if not inner.pairs:
+    if not inner.pairs and inner.theta is None:
         # Uncorrelated: DuckDB fails whenever the subquery has two rows, whatever the
         # outer rows are, so the check runs on the one-row count itself.
+        value = ref(inner.values[0])
+        counts = aggregate(ctx, inner.plan, [], [
+            (f"{inner.alias}.__n", exp.Count(this=exp.Star())),
+            (f"{inner.alias}.__nv", exp.Count(this=value)), first])
         counts = ctx.typed(Guard(counts.schema, counts, too_many, TOO_MANY_ROWS))
         return sj.cross_join_one_row(ctx, plan, counts), ref(first[0])
     # Correlated: only live outer rows whose key has two rows fail (checked on the joined
     # change consolidated, not on its terms: see ivm.operators.guard).
-    joined = _join(ctx, plan, inner, counts)
+    joined = _with_counts(ctx, plan, inner, [first])
     return ctx.typed(Guard(joined.schema, joined, too_many, TOO_MANY_ROWS)), ref(first[0])
 
 
@@ -326,69 +389,3 @@ def _case(whens: list[tuple[exp.Expression, exp.Expression]], default: exp.Expre
     for condition, value in whens:
         case = case.when(condition, value, copy=False)
     return case.else_(default, copy=False)
-
-
-
-class Holders:
-    """Subqueries of a grouped query's SELECT list and HAVING: taken out before the
-    aggregation (each replaced by a column ``__sqp<i>``; the operand of IN / ANY / ALL by
-    a column ``__sqx<i>``, which the aggregation computes) and evaluated over its output."""
-
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
-        self.constructs: list[tuple[str, exp.Expression]] = []
-        self.operands: list[tuple[str, exp.Expression]] = []
-
-    def take(self, expression: exp.Expression) -> exp.Expression:
-        """``expression`` with its subqueries replaced by placeholder columns."""
-        holder = exp.Paren(this=expression.copy())
-        while (node := first_construct(holder)) is not None:
-            name = f"__sqp{len(self.constructs)}"
-            node.replace(ref(name, node))
-            if isinstance(node, (exp.In, *COMPARISONS)):
-                operand = node.this
-                key = f"__sqx{len(self.operands)}"
-                self.operands.append((key, rename_columns(operand)))
-                operand.replace(ref(key, operand))
-            self.constructs.append((name, node))
-        return holder.this
-
-    def fill(
-        self, plan: Plan, operands: list[tuple[str, exp.Expression]], resolve: Resolve,
-        scope: Scope,
-    ) -> Plan:
-        """The aggregate ``plan`` with the operands (rewritten over it) and every
-        subquery's value as columns."""
-        ctx = self.ctx
-        if operands:
-            exprs = tuple((n, ref(n)) for n in plan.schema.names) + tuple(operands)
-            plan = ctx.typed(Project(schema=plan.schema, input=plan, exprs=exprs))
-        for name, node in self.constructs:
-            plan, value = value_of(ctx, plan, node, scope, resolve)
-            exprs = tuple((n, ref(n)) for n in plan.schema.names) + ((name, value),)
-            plan = ctx.typed(Project(schema=plan.schema, input=plan, exprs=exprs))
-        return plan
-
-
-def hoist_join_subqueries(node: exp.Select) -> exp.Select:
-    """``node`` with the conjuncts of inner joins' ON that hold a subquery moved to WHERE
-    (the same rows: an inner join filters its product)."""
-    joins = node.args.get("joins") or []
-    if not any(has_subquery(j.args.get("on")) for j in joins):
-        return node
-    node = node.copy()
-    moved: list[exp.Expression] = []
-    for join in node.args.get("joins") or []:
-        on = join.args.get("on")
-        inner = not join.args.get("side") and (join.args.get("kind") or "").upper() in (
-            "", "INNER", "CROSS")
-        if not has_subquery(on) or not inner:
-            continue
-        terms = conjuncts(on)
-        keep = [t for t in terms if not has_subquery(t)]
-        moved += [t for t in terms if has_subquery(t)]
-        join.set("on", exp.and_(*keep) if keep else None)
-    where = node.args.get("where")
-    terms = ([where.this] if where is not None else []) + moved
-    node.set("where", exp.Where(this=exp.and_(*terms)))
-    return node

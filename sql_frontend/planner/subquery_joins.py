@@ -12,7 +12,8 @@ them one join condition. EXISTS / IN filters are ``semi_joins.semi_join`` /
   rather than on L itself reads L once, and stacked value subqueries stay small;
 * ``theta_matches``: the distinct L rows some inner row matches under a theta condition
   (``semi_joins.matched_rows``), flagged, for ``left_join_unique``;
-* ``cross_join_one_row``: L × A where A has exactly one row (a global aggregate).
+* ``cross_join_one_row``: L × A where A has exactly one row (a global aggregate), the
+  one-row relations of consecutive subqueries gathered in one ``Product``.
 
 Every function takes and returns logical plans whose columns are unique across their
 inputs (``alias.column``).
@@ -26,9 +27,12 @@ from sqlglot import exp
 
 from ivm.operators.difference import Difference
 from ivm.operators.distinct import Distinct
+from ivm.operators.join import Join
+from ivm.operators.product import Product
 from ivm.operators.project import Project
 from ivm.operators.union_all import UnionAll
 from ivm.plan.node import Plan
+from ivm.schema import Schema
 from ivm.sql_frontend.planner.context import Context
 from ivm.sql_frontend.planner.naming import ref
 from ivm.sql_frontend.planner.semi_joins import and_all, join, matched_rows, project
@@ -69,6 +73,33 @@ def _outer_keys(ctx: Context, outer: Plan, pairs: Pairs) -> tuple[Plan, Pairs]:
     return keys, [(e, f"{c}#o") for e, c in pairs]
 
 
+def outer_values(
+    ctx: Context, outer: Plan, on: exp.Expression, prefix: str
+) -> tuple[Plan, exp.Expression, Pairs]:
+    """The distinct values of the columns of ``outer`` that the correlation ``on`` reads
+    (Neumann and Kemper's "magic set" D, a Distinct), ``on`` rewritten over D instead of
+    ``outer``, and the null-safe pairs joining ``outer`` back to D's columns renamed
+    ``prefix<j>`` (``left_join_unique`` builds the same D from them, so it is one node).
+    A subquery correlated by any condition is then computed once per distinct value:
+    D ⋈_on inner, grouped or made distinct by D's columns."""
+    read: dict[str, None] = {}
+    for column in on.find_all(exp.Column):
+        if column.name in outer.schema.names:
+            read.setdefault(column.name, None)
+    back: list[tuple[exp.Expression, str]] = [
+        (ref(name), f"{prefix}{j}") for j, name in enumerate(read)
+    ]
+    keys, key_pairs = _outer_keys(ctx, outer, back)
+    renamed = {name: key for (_, key), name in zip(key_pairs, read, strict=True)}
+
+    def swap(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Column) and node.name in renamed:
+            return ref(renamed[node.name], node)
+        return node
+
+    return keys, on.copy().transform(swap), back
+
+
 def left_join_unique(
     ctx: Context, outer: Plan, inner: Plan, pairs: Pairs, null_safe: bool = False
 ) -> Plan:
@@ -96,5 +127,22 @@ def left_join_unique(
 
 
 def cross_join_one_row(ctx: Context, outer: Plan, inner: Plan) -> Plan:
-    """``outer`` × ``inner``, where ``inner`` always has exactly one row."""
-    return join(ctx, outer, inner, None)
+    """``outer`` × ``inner``, where ``inner`` always has exactly one row: ``outer`` joined
+    to a ``Product`` of one-row relations. When ``outer`` is such a join already (the
+    values of the subqueries before), ``inner`` joins its product instead: n uncorrelated
+    subqueries make one product of n inputs under one join, whose SQL grows linearly
+    with n (a chain of n binary joins re-reads every change below it at every level)."""
+    if (
+        isinstance(outer, Join) and outer.condition is None and len(outer.relations) == 2
+        and isinstance(outer.relations[1], Product)
+    ):
+        base, product = outer.relations
+        relations = (*product.relations, inner)
+    else:
+        base, relations = outer, (inner,)
+    # Typed without asking DuckDB: a product's columns are its inputs' (describing each
+    # growing product again would make planning quadratic in the number of subqueries).
+    columns = tuple(c for r in relations for c in r.schema.columns)
+    combined = Product(schema=Schema(columns), relations=relations)
+    schema = Schema(base.schema.columns + columns)
+    return Join(schema=schema, relations=(base, combined), condition=None)

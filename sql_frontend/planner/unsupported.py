@@ -10,8 +10,12 @@ from __future__ import annotations
 from sqlglot import exp
 
 from ivm.errors import UnsupportedSQL
-from ivm.sql_frontend.planner.aggregate_calls import check_not_nested, is_call, take_apart
-from ivm.sql_frontend.planner.subqueries import is_construct
+from ivm.sql_frontend.planner.aggregate_calls import (
+    check_not_nested,
+    is_call,
+    is_pick_call,
+    take_apart,
+)
 from ivm.sql_frontend.planner.temporal_joins import is_temporal_join
 from ivm.sql_frontend.planner.values import check_values
 from ivm.sql_frontend.planner.windows import check_window
@@ -55,7 +59,7 @@ def reject_unsupported(tree: exp.Expression, locator: Locator) -> None:
             check_values(node, locator)
         if isinstance(node, exp.Window):
             check_window(node, locator)
-        if is_call(node):
+        if is_call(node) and not is_pick_call(node):
             take_apart(node, locator)
             check_not_nested(node, locator)
         if isinstance(node, VOLATILE) or (
@@ -65,24 +69,6 @@ def reject_unsupported(tree: exp.Expression, locator: Locator) -> None:
                 f"{locator.describe('non-deterministic function', node)} is not supported: "
                 "its value would differ between maintenance and recomputation"
             )
-        if is_construct(node):
-            _check_subquery_position(node, locator)
-
-
-def _check_subquery_position(node: exp.Expression, locator: Locator) -> None:
-    """UnsupportedSQL for a subquery in GROUP BY or inside an aggregate call (it is
-    supported in WHERE, SELECT, HAVING and inner joins' ON)."""
-    parent = node.parent
-    while parent is not None and not isinstance(parent, exp.Query):
-        if isinstance(parent, exp.Group):
-            place = "GROUP BY"
-        elif is_call(parent):
-            place = "an aggregate call"
-        else:
-            parent = parent.parent
-            continue
-        construct = locator.describe(f"subquery in {place}", node)
-        raise UnsupportedSQL(f"{construct} is not supported")
 
 
 def _check_join(join: exp.Join, locator: Locator) -> None:

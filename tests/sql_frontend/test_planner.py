@@ -150,7 +150,8 @@ def test_star_is_expanded(plan):
         ("SELECT id FROM orders LIMIT 1", "LIMIT"),
         ("SELECT id FROM orders ORDER BY rank() OVER (ORDER BY amount)", "window function"),
         ("SELECT ARG_MIN(DISTINCT id, amount) AS n FROM orders", "DISTINCT"),
-        ("SELECT SUM((SELECT 1)) AS s FROM orders", "subquery"),
+        ("SELECT id, (SELECT MAX(p.amount) FROM orders p WHERE p.id = o.id GROUP BY p.id) "
+         "AS s FROM orders o", "subquery"),
     ],
 )
 def test_unsupported_constructs(sql, construct, plan):

@@ -85,7 +85,8 @@ def test_second_view_of_a_script_is_located_in_the_script(tables, describe, poin
         ("SELECT id, first_value(id ORDER BY amount) OVER () FROM orders", "first_value("),
         ("SELECT id FROM orders o WHERE EXISTS (SELECT 1 FROM orders p WHERE p.id = o.id "
          "QUALIFY rank() OVER (ORDER BY id) = 1)", "rank()"),
-        ("SELECT SUM((SELECT MAX(amount) FROM orders)) AS s FROM orders", "(SELECT MAX"),
+        ("SELECT id, (SELECT MAX(amount) FROM orders p WHERE p.id = o.id GROUP BY p.id) AS s "
+         "FROM orders o", "SELECT MAX"),
         ("SELECT id, (customer, id) IN (SELECT name, 1 FROM customers) AS m FROM orders",
          "customer, id"),
         ("SELECT o.id FROM orders o, (VALUES (o.id + 1)) t(x)", "o.id + 1"),

@@ -10,10 +10,12 @@ from sqlglot.schema import MappingSchema
 
 from ivm.sql_frontend import rules
 from ivm.sql_frontend.rules import RULES, apply_rules
+from ivm.sql_frontend.subquery_outputs import name_subquery_outputs
 
 
-def test_qualify_is_the_first_rule():
-    assert RULES[0] is qualify
+def test_qualify_is_the_first_rule_that_resolves_names():
+    # only the naming of unnamed subquery items (which qualify expects) comes first
+    assert RULES[:2] == (name_subquery_outputs, qualify)
 
 
 def test_each_rule_gets_only_the_arguments_it_names():

@@ -73,7 +73,7 @@ from ivm.storage.sqltext import unquote
 from ivm.storage.traces import create_reader, create_trace
 from ivm.views.batches import normalize_batch
 from ivm.views.definitions import ViewDef
-from ivm.views.diagnose import duckdb_message
+from ivm.views.diagnose import named
 from ivm.views.session import Session
 from ivm.views.spark.batches import normalize_task
 from ivm.views.spark.concurrent_jobs import at_once, view_job, waves
@@ -241,7 +241,7 @@ class SparkModeSession(SparkReads, Session):
         except BaseException as error:
             translated = translate_error(error)
             if translated is not None:
-                raise type(translated)(f"view {name!r}: {duckdb_message(translated)}") from error
+                raise named(translated, name) from error
             raise
         self.catalog.set_manifest(name, self._manifest(view))
         self.on_commit.append(lambda: self._register_in_spark(name))
@@ -336,9 +336,7 @@ class SparkModeSession(SparkReads, Session):
                     translated = translate_error(outcome)
                     if translated is None or isinstance(translated, StateError):
                         raise outcome
-                    raise type(translated)(
-                        f"view {view.name!r}: {duckdb_message(translated)}"
-                    ) from outcome
+                    raise named(translated, view.name) from outcome
             for view, outcome in zip(runs, outcomes, strict=True):
                 if outcome is None or isinstance(outcome, BaseException):
                     continue

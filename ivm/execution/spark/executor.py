@@ -37,11 +37,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from py4j.protocol import Py4JJavaError
 from pyspark import TaskContext
-from pyspark.errors import PySparkException
+from pyspark.errors import AnalysisException, ParseException, PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ivm import errors
+from ivm.execution.failures import NOT_IVMS_FAULT, duckdb_text, internal_message
 from ivm.execution.spark.spark_types import spark_struct
 from ivm.execution.spark.stage_task import Ticket, apply_partition, configure, constant_change
 from ivm.execution.spark.stages import Stage, linear_sql
@@ -349,11 +350,18 @@ def _conformed(frame: DataFrame, schema: Schema, sign: int = 1) -> DataFrame:
 
 
 _IVM_ERROR = re.compile(r"ivm\.errors\.(\w+): (.*)")
-_EXCEPTION = re.compile(r"^([\w.]+(?:Error|Exception|Failure)): (.*)$", re.MULTILINE)
+_EXCEPTION = re.compile(r"^([\w.]+(?:Error|Exception|Failure))(?:: (.*))?$", re.MULTILINE)
+_JVM = ("java.", "org.", "py4j.", "pyspark.", "scala.")
 
 
 def translate_error(error: BaseException) -> errors.IvmError | None:
-    """The ``IvmError`` a failed Spark job stands for, or None if it is not a Spark error."""
+    """The ``IvmError`` a failed Spark job stands for, or None if it is not a Spark error.
+
+    An ``IvmError`` a task raised comes back as itself. A Python exception a task raised
+    is ivm's fault (``InternalError``) unless it is DuckDB objecting to a value or to
+    the machine (``ivm.execution.failures``); so is Spark failing to analyze or parse
+    the SQL ivm gave it. Spark's own failures (a lost executor…) are ``ExecutionError``.
+    """
     if not isinstance(error, (PySparkException, Py4JJavaError)):
         return None
     text = str(error)
@@ -362,8 +370,17 @@ def translate_error(error: BaseException) -> errors.IvmError | None:
         kind = getattr(errors, match[1], None)
         if isinstance(kind, type) and issubclass(kind, errors.IvmError):
             return kind(match[2].strip())
-    for match in _EXCEPTION.finditer(text):
-        if not match[1].startswith(("java.", "org.", "py4j.", "pyspark.", "scala.")):
-            return errors.ExecutionError(f"a Spark task failed: {match[1]}: {match[2][:2000]}")
-    first = next((line for line in text.splitlines() if line.strip()), text)
-    return errors.ExecutionError(f"a Spark job failed: {first.strip()[:2000]}")
+    raised = [m for m in _EXCEPTION.finditer(text) if not m[1].startswith(_JVM)]
+    if raised:  # a Python exception in a task: the last one a traceback shows was raised
+        name, message = raised[-1][1], (raised[-1][2] or "")[:2000]
+        kind = name.rsplit(".", 1)[-1]
+        if kind in NOT_IVMS_FAULT:
+            return errors.ExecutionError(f"a Spark task failed: {kind}: {message}")
+        what = "ivm's own SQL" if "duckdb" in name else "a Spark task of ivm"
+        return errors.InternalError(internal_message(duckdb_text(f"{kind}: {message}"), what=what))
+    first = next((line for line in text.splitlines() if line.strip()), text).strip()
+    if isinstance(error, (AnalysisException, ParseException)):
+        return errors.InternalError(
+            internal_message(first[:2000], what="the Spark SQL ivm generated")
+        )
+    return errors.ExecutionError(f"a Spark job failed: {first[:2000]}")

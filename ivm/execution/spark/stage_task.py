@@ -27,6 +27,7 @@ from ivm.errors import ExecutionError, StateError
 from ivm.execution.constraints import resolve_change, upsert_sql
 from ivm.execution.embedded import DEFAULT_ITERATION_LIMIT, EpochRunner
 from ivm.execution.exact import consolidate_exact_sql
+from ivm.execution.failures import construct_of, sql_failure
 from ivm.execution.spark.stages import CONTENTS, Stage, input_name
 from ivm.execution.spark.wire import arrow_schema, conform, from_wire_sql, to_wire_sql
 from ivm.operators.base import Operator
@@ -115,7 +116,7 @@ def constant_change(op: Operator, ticket: Ticket) -> pa.Table:
         sql = to_wire_sql(change or empty_relation(op.schema), op.schema)
         table = con.sql(sql).to_arrow_table()
     except duckdb.Error as error:
-        raise ExecutionError(f"{op.label()}: cannot compute its rows: {error}") from error
+        raise sql_failure(error, construct=construct_of(op)) from error
     finally:
         con.close()
     return conform(table, arrow_schema(op.schema))
@@ -157,11 +158,14 @@ def apply_partition(
                 "of a view's stage is created with the view); the state is damaged"
             )
         log.begin()
-        changes = _load_inputs(con, stage, wide, everything=log.fresh)
-        if log.fresh:
-            _create_traces(con, log, stage)
-        _apply(con, log, stage, changes, ticket, fresh=log.fresh)
-        log.finish(ticket.epoch, ticket.token)
+        try:
+            changes = _load_inputs(con, stage, wide, everything=log.fresh)
+            if log.fresh:
+                _create_traces(con, log, stage)
+            _apply(con, log, stage, changes, ticket, fresh=log.fresh)
+            log.finish(ticket.epoch, ticket.token)
+        except duckdb.Error as error:  # the operators' own statements are classified already
+            raise sql_failure(error, construct=f"stage {stage.name}") from error
         output = _read_output(con, stage, out_schema)
         con.execute("COMMIT").fetchall()
         try:  # compaction changes no contents: a failure must not fail the committed epoch
@@ -280,5 +284,5 @@ def _read_output(con: duckdb.DuckDBPyConnection, stage: Stage, schema: pa.Schema
     try:
         table = con.sql(to_wire_sql(f"SELECT * FROM {OUT}", stage.output)).to_arrow_table()
     except duckdb.Error as error:
-        raise ExecutionError(f"stage {stage.name}: cannot emit its change: {error}") from error
+        raise sql_failure(error, construct=f"stage {stage.name} (its output)") from error
     return conform(table, schema)

@@ -22,6 +22,7 @@ from ivm.operators.group_recompute import GroupRecompute
 from ivm.operators.guard import Guard
 from ivm.operators.invertible_aggregate import InvertibleAggregate
 from ivm.operators.join import DeltaJoin, Join
+from ivm.operators.product import Product
 from ivm.operators.project import Project, ProjectOperator
 from ivm.operators.recursive import Feedback, Imported
 from ivm.operators.registry import REGISTRY
@@ -112,7 +113,7 @@ def test_node_types_map_to_their_registered_operators():
         Scan, Filter, Project, UnionAll, Join, Aggregate, Distinct, SetOperation, Difference,
         Guard,
         Values, TopK, Arrange, Window, DistinctOn, Feedback, Imported, AsOfJoin,
-        Differentiate, TemporalJoin, Integrate,
+        Differentiate, TemporalJoin, Integrate, Product,
     }
     assert circuit.output.node is root
 

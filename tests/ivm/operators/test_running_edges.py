@@ -67,15 +67,14 @@ def test_nan_and_infinities_in_and_out() -> None:
     ], check)
 
 
-def test_cancellation_is_recomputed() -> None:
+def test_cancellation_is_exact_without_reading_rows() -> None:
     def check(i: int, harness: Any) -> None:
-        if i == 1:  # 1e17 + 1 − 1e17: a running sum says 0; recomputed, exactly 1
+        if i == 1:  # 1e17 + 1 − 1e17: exact sums say 1, with no row read
             assert value(harness, "v", "s", g=1) == 1.0
             assert value(harness, "v", "a", g=1) == 1.0
-            assert recomputed(harness, "v") == 1  # group 1 only, not group 2
-        if i == 2:  # the recomputed bound is small again: no recompute
+        if i == 2:
             assert value(harness, "v", "s", g=1) == 4.0
-            assert recomputed(harness, "v") == 0
+        assert recomputed(harness, "v") == 0, i
 
     script([T], {"v": SUMS}, [
         {"t": ins(1e17, 1.0) + ins(2.0, g=2)},
@@ -88,16 +87,40 @@ def test_many_tiny_values_then_a_huge_one_deleted() -> None:
     tiny = [k * 1e-6 for k in range(1, 1001)]
 
     def check(i: int, harness: Any) -> None:
-        if i == 1:
-            assert math.isclose(value(harness, "v", "s", g=1), sum(tiny), rel_tol=1e-12)
-            assert recomputed(harness, "v") == 1
-        if i == 2:  # one tiny value more: the sum's bound allows it, no recompute
-            assert recomputed(harness, "v") == 0
+        if i == 1:  # the exact sum of what is left, rounded once
+            assert value(harness, "v", "s", g=1) == math.fsum(tiny)
+        assert recomputed(harness, "v") == 0, i
 
     script([T], {"v": SUMS}, [
         {"t": ins(*tiny, 1e15)},
         {"t": dels(1e15)},
         {"t": ins(1e-6)},
+    ], check)
+
+
+def test_values_out_of_the_exact_range_read_their_group() -> None:
+    # 1e-20 has bits below 2^-96 and 1e30 is past 2^93: counted apart, and a group holding
+    # one is read from its rows whenever touched (DuckDB's SUM of them), until none is left.
+    expected = [  # (SUM of group 1, groups recomputed) after each epoch
+        (3.0, 0),
+        (3.0 + 1e-20, 1),
+        (3.0 + 1e-20 + 1e30, 1),
+        (3.0 + 1e-20 + 1e30, 0),   # only group 2 touched
+        (4.0 + 1e-20 + 1e30, 1),
+        (4.0, 0),                  # both gone: exact again, no read
+    ]
+
+    def check(i: int, harness: Any) -> None:
+        got = (value(harness, "v", "s", g=1), recomputed(harness, "v"))
+        assert got == expected[i], (i, got)
+
+    script([T], {"v": SUMS}, [
+        {"t": ins(1.0, 2.0) + ins(5.0, g=2)},
+        {"t": ins(1e-20)},
+        {"t": ins(1e30)},
+        {"t": ins(6.0, g=2)},
+        {"t": ins(1.0)},
+        {"t": dels(1e-20, 1e30)},
     ], check)
 
 
@@ -198,7 +221,7 @@ def test_real_arguments_sum_as_double() -> None:
 @pytest.mark.parametrize("guard", [running.FloatSum, running.Extreme])
 def test_a_guard_that_never_flags_is_caught(guard: type, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(guard, "flag", lambda self, new: "false")
-    test = (test_cancellation_is_recomputed if guard is running.FloatSum
+    test = (test_values_out_of_the_exact_range_read_their_group if guard is running.FloatSum
             else test_deleting_the_extreme)
     with pytest.raises(AssertionError):
         test()

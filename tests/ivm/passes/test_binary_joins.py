@@ -63,6 +63,7 @@ QUERIES = {
     "reordered": "SELECT * FROM a JOIN b ON true JOIN c ON c.k = a.k JOIN d ON d.k = b.k",
     "reordered_multi_conjunct": "SELECT * FROM a JOIN b ON true JOIN c ON c.k = a.k AND c.v = b.v",
     "where_equalities": "SELECT * FROM a, b, c WHERE a.k = b.k AND b.v = c.k",
+    "where_or": "SELECT * FROM a, b, c WHERE a.k = b.k AND (a.v = b.v OR b.v = 1) AND b.v = c.k",
     "self_join": "SELECT x.k, y.v, z.v AS zv FROM a AS x JOIN a AS y ON x.k = y.v JOIN a AS z "
     "ON z.k = y.k",
     "join_of_aggregate": (
