@@ -36,7 +36,7 @@ from ivm.execution.profile import EpochProfile
 from ivm.execution.row_index import RowIndex
 from ivm.guard import guard_public, guarded
 from ivm.passes import optimize
-from ivm.plan.node import Plan, plain_sql
+from ivm.plan.node import Plan
 from ivm.schema import Schema, TableSchema, quote
 from ivm.sql_frontend.planner import plan_query
 from ivm.sql_frontend.positions import TEXT_START, Origin
@@ -48,10 +48,10 @@ from ivm.storage.traces import Compactor
 from ivm.views.ddl import Ddl
 from ivm.views.definitions import TableInfo, ViewDef, ViewInfo, table_info, view_info
 from ivm.views.diagnose import ViewFailed
-from ivm.views.explaining import explain_text
+from ivm.views.explaining import Explaining
 from ivm.views.ingest import Ingest
 from ivm.views.outside import Outside
-from ivm.views.queries import check_read_query
+from ivm.views.read_queries import check_read_query
 from ivm.views.saved_indexes import SavedIndexes
 from ivm.views.state_file import claim, open_state, release, settle_settings
 from ivm.views.table_codec import table_from_json
@@ -99,7 +99,7 @@ def connect(path: str | os.PathLike[str] | None = None, *, spark: Any = None,
     return session
 
 
-class Session(Outside, Ddl, Ingest, ViewState, SavedIndexes):
+class Session(Outside, Explaining, Ddl, Ingest, ViewState, SavedIndexes):
     """An ivm database: tables, views, and the epoch they are at. Every public method and
     property lets only ``ivm.IvmError`` out (``ivm.guard``: each subclass is guarded too)."""
 
@@ -300,30 +300,6 @@ class Session(Outside, Ddl, Ingest, ViewState, SavedIndexes):
         except duckdb.Error as error:
             raise SqlError(f"query failed: {error}") from error
 
-    def explain(self, view: str, analyze: bool = False) -> str:
-        """The incremental circuit of ``view``, one operator per line. With ``analyze``,
-        the last epoch's profile too: its phases, the view's time and strategy, and each
-        operator's statements, time and rows (as DuckDB's EXPLAIN ANALYZE)."""
-        self._check_open()
-        view = self._resolve(view)
-        if view not in self._views:
-            raise SqlError(f"no view named {view!r}")
-        circuit = self._views[view].circuit
-        if not analyze:
-            return circuit.explain()
-        return explain_text(
-            view, circuit, self.last_profile, self.arrangements.sizes(), self.names
-        )
-
-    def plain_sql(self, view: str) -> str:
-        """The view's logical plan as one ordinary DuckDB query over its tables and views:
-        what recomputing it from scratch runs (a second oracle for the planner)."""
-        self._check_open()
-        view = self._resolve(view)
-        if view not in self._views:
-            raise SqlError(f"no view named {view!r}")
-        return plain_sql(self._views[view].plan)
-
     def close(self) -> None:
         """Close the session; persistent state stays on disk, with its in-memory indexes
         saved for the next open (``views.saved_indexes``). Closing twice is harmless."""
@@ -401,4 +377,4 @@ class Session(Outside, Ddl, Ingest, ViewState, SavedIndexes):
 guard_public(Session)
 
 
-__all__ = ["Session", "ViewDef", "check_read_query", "connect"]
+__all__ = ["Session", "ViewDef", "connect"]

@@ -10,7 +10,7 @@ leaves one copy:
   renamed, so a reader never sees half a file; an epoch written again replaces
   its file.
 * ``DeltaSink(path)``: appends each delta (with ``__epoch``) to a Delta Lake table
-  through the ``deltalake`` package (no Spark needed; ``pip install 'ivm[delta]'``),
+  through the ``deltalake`` package (a dependency of ivm; no Spark needed),
   recording the epoch as the table's application transaction version, so an
   epoch at or below the recorded one is skipped.
 
@@ -106,6 +106,6 @@ def _deltalake() -> Any:
         import deltalake
     except ImportError as error:
         raise IvmError(
-            "Delta Lake sinks and sources need the deltalake package: pip install 'ivm[delta]'"
+            "Delta Lake sinks and sources need the deltalake package: pip install deltalake"
         ) from error
     return deltalake

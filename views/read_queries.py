@@ -1,4 +1,4 @@
-"""Ad-hoc reads (``db.sql``): one read-only query, its errors in the user's words."""
+"""The one check on a query users run through ``sql()``: it only reads."""
 
 from __future__ import annotations
 
@@ -17,3 +17,6 @@ def check_read_query(query: str) -> None:
         raise SqlError(f"cannot parse query: {error}") from error
     if len(trees) != 1 or not isinstance(trees[0], exp.Query):
         raise SqlError("sql() runs one read-only query (SELECT / WITH / set operation)")
+
+
+__all__ = ["check_read_query"]
