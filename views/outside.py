@@ -7,12 +7,14 @@ public method a thin delegate with its documentation.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from ivm.views.changefeeds import Callback, Changefeeds, Subscription
 from ivm.views.epochs import EpochLedger
+from ivm.views.streaming import Select, Streams, StreamSink
 
 if TYPE_CHECKING:
     from ivm.views.session import Session
@@ -28,6 +30,7 @@ class Outside(_Base):
     def _init_outside(self) -> None:
         self._ledger = EpochLedger()
         self._feeds = Changefeeds(self)
+        self._streams = Streams(self)
 
     # -- public API --------------------------------------------------------------------------
 
@@ -59,6 +62,24 @@ class Outside(_Base):
         older than what the log retains raises ``ivm.EpochError``."""
         return self._feeds.changes(view, since)
 
+    def sink(
+        self, tables: str | Mapping[str, Select], mode: str = "insert", name: str | None = None
+    ) -> StreamSink:
+        """A Spark Structured Streaming sink: ``df.writeStream.foreachBatch(db.sink("orders"))``
+        applies each micro-batch to table ``orders`` as one epoch, exactly once per batch id.
+
+        ``tables``: a table's name (the whole micro-batch goes to it) or a mapping of table
+        names to None or a function taking the micro-batch DataFrame and returning that
+        table's rows (several tables in one atomic epoch). ``mode``: as ``ingest``'s.
+        ``name``: the stream's name in the state (default: its table names); its last
+        batch id is recorded in the epoch's own transaction, so a batch id applied already
+        (a query restarted from its checkpoint) is skipped. Both modes: embedded collects
+        each micro-batch as Arrow, Spark mode applies it on the executors.
+        ``StreamSink.last_batch()`` is the last batch id applied (-1: none).
+        """
+        self._check_open()
+        return StreamSink(self, tables, mode, name)
+
     # -- the epoch's hooks -------------------------------------------------------------------
 
     def _replayed(self, epoch: int | None) -> dict[str, pa.Table] | None:
@@ -78,6 +99,7 @@ class Outside(_Base):
 
     def _advance_epoch(self, changed: dict[str, str]) -> None:
         self._feeds.log(changed, self.epoch + 1)
+        self._streams.record(self.epoch + 1)
         super()._advance_epoch(changed)
 
     def _after_epoch(self, deltas: dict[str, pa.Table]) -> None:
