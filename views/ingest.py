@@ -14,6 +14,7 @@ naming the view and the expression (``ivm.views.diagnose``).
 
 from __future__ import annotations
 
+import functools
 import time
 import warnings
 from collections.abc import Mapping
@@ -29,7 +30,8 @@ from ivm.execution.exact import consolidate_exact_sql
 from ivm.execution.profile import OUTPUT
 from ivm.execution.row_index import Change, RowIndex, hash_columns_sql
 from ivm.plan.sql import W, column_list, consolidate_sql
-from ivm.schema import TableSchema
+from ivm.schema import TableSchema, quote
+from ivm.views.arrival import arrived
 from ivm.views.batches import normalize_batch
 from ivm.views.definitions import ViewDef
 from ivm.views.diagnose import ViewFailed, explain_failure
@@ -45,7 +47,9 @@ else:
 class Ingest(_Base):
     """The ingest half of ``Session`` (see the module docstring)."""
 
-    def _prepared(self, table: str | Mapping[str, Any], batch: Any, mode: str) -> dict[str, Any]:
+    def _prepared(
+        self, table: str | Mapping[str, Any], batch: Any, mode: str, sequence: str | None = None
+    ) -> dict[str, Any]:
         """The batches of one ``ingest`` call by table (stored spelling), each prepared."""
         self._check_open()
         if mode not in ("insert", "upsert"):
@@ -64,6 +68,11 @@ class Ingest(_Base):
                     f"table {stored!r} has no PRIMARY KEY: mode='upsert' replaces the row with "
                     "the same key, so it needs one (insert and delete rows instead)"
                 )
+            table_schema, arrow = self._tables[stored], self.arrow_schemas[stored]
+            rows = arrived(  # key-only deletes, truncates, an upsert's versions (views.arrival)
+                self.con, rows, table_schema, arrow, functools.partial(self._live_sql, stored),
+                mode == "upsert", sequence,
+            )
             prepared[stored] = self._prepare(stored, rows)
         if len(prepared) != len(batches):
             raise SchemaError("a table appears twice in one ingest (names ignore case)")
@@ -76,6 +85,10 @@ class Ingest(_Base):
         if stored not in self._tables:
             raise SchemaError(f"no table named {stored!r}")
         return stored
+
+    def _live_sql(self, name: str) -> str:
+        """A query of the table's live rows, one row per copy (for ``views.arrival``)."""
+        return f"SELECT * FROM {quote(name)}"
 
     def _prepare(self, name: str, batch: Any) -> Any:
         """One table's batch made ready to apply (here: a normalized Arrow Z-set)."""

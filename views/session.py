@@ -258,22 +258,24 @@ class Session(Outside, Explaining, Ddl, Ingest, ViewState, SavedIndexes):
 
     def ingest(
         self, table: str | Mapping[str, Any], batch: Any = None, mode: str = "insert",
-        *, epoch: int | None = None,
+        *, epoch: int | None = None, sequence: str | None = None,
     ) -> dict[str, pa.Table]:
         """Apply one epoch of changes; returns every view's change (a consolidated Z-set).
 
         ``ingest(table, batch)`` or ``ingest({table: batch, …})`` (one atomic epoch; not
         both). ``mode="insert"`` (default) or ``"upsert"`` (an insert replaces the row with
-        its key). ``epoch=N`` applies the batch exactly once as epoch N (``views.epochs``):
-        N already applied returns that epoch's deltas and does nothing. A batch with no
-        rows and no ``epoch=`` is a no-op: the epoch stays, every delta is empty.
+        its key; of several inserts of one key the last wins, in batch order or by the
+        batch's column ``sequence=``). Debezium key-only deletes and truncates apply
+        (``views.arrival``). ``epoch=N`` applies the batch exactly once as epoch N
+        (``views.epochs``): N already applied returns that epoch's deltas and does nothing.
+        A batch with no rows and no ``epoch=`` is a no-op: the epoch stays.
         """
         replay = self._replayed(epoch)
         if replay is not None:
             return replay
         profile = self.profile = EpochProfile(self.epoch + 1)
         with profile.phase("batches"):
-            changes = self._prepared(table, batch, mode)
+            changes = self._prepared(table, batch, mode, sequence)
         if epoch is None and self._no_rows(changes):
             return self._unchanged()
         deltas = self._commit_epoch(changes, upsert=mode == "upsert")
