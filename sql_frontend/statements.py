@@ -1,7 +1,8 @@
 """Split a SQL script into the DDL statements ivm understands.
 
 CREATE TABLE (columns with DuckDB types, PRIMARY KEY, NOT NULL), CREATE
-[MATERIALIZED] VIEW, DROP VIEW and DROP TABLE. Anything else is refused with
+[MATERIALIZED] VIEW, DROP VIEW, DROP TABLE and ALTER TABLE … ADD / DROP / RENAME
+COLUMN. Anything else is refused with
 ``UnsupportedSQL`` naming the statement. The script is tokenized once; every
 position in an error is a line and column of the whole script, and each view
 remembers where its query's text starts in it (``CreateView.origin``).
@@ -56,7 +57,19 @@ class Drop:
     cascade: bool = False
 
 
-Statement = CreateTable | CreateView | Drop
+@dataclass(frozen=True)
+class AlterTable:
+    """ALTER TABLE name ADD [COLUMN] c TYPE, DROP [COLUMN] c, or RENAME [COLUMN] c TO d."""
+
+    name: str
+    action: str  # "add", "drop" or "rename"
+    column: str
+    type: str | None = None  # ADD: the new column's DuckDB type
+    new_name: str | None = None  # RENAME: the column's new name
+    where: str = ""  # the action's place in the script, for errors
+
+
+Statement = CreateTable | CreateView | Drop | AlterTable
 
 RESERVED_PREFIX = "__ivm_"
 """Names of ivm's own tables start with this; user tables and views may not."""
@@ -152,9 +165,52 @@ class _Statement:
                 if_exists=exists,
                 cascade=bool(tree.args.get("cascade")),
             )
+        if isinstance(tree, exp.Alter) and (tree.args.get("kind") or "").upper() == "TABLE":
+            return self.alter_table(tree)
         raise UnsupportedSQL(
             f"{self.at(tree.key.upper() + ' statement', tree)} is not supported: "
-            "use CREATE TABLE, CREATE VIEW, DROP; change data with ingest()"
+            "use CREATE TABLE, CREATE VIEW, DROP, ALTER TABLE; change data with ingest()"
+        )
+
+    def alter_table(self, tree: exp.Alter) -> AlterTable:
+        """One ADD, DROP or RENAME COLUMN action of ALTER TABLE."""
+        name = self.name(tree.this)
+        actions = tree.args.get("actions") or []
+        if len(actions) != 1:
+            raise UnsupportedSQL(
+                f"{self.at('ALTER TABLE with several actions', tree)} is not supported: "
+                "one action per statement"
+            )
+        action = actions[0]
+        where = self.at("ALTER TABLE " + name, action)
+        if isinstance(action, exp.ColumnDef):
+            kind = action.args.get("kind")
+            if kind is None:
+                raise SqlError(f"{self.at('column ' + repr(action.name), action)} needs a type")
+            if action.args.get("constraints"):
+                raise UnsupportedSQL(
+                    f"{self.at('constraint of an added column', action)} is not supported: "
+                    "the rows already there hold NULL in it; add the column plainly"
+                )
+            if action.name == WEIGHT:
+                raise SqlError(f"{where}: column name {WEIGHT!r} is reserved for weights")
+            return AlterTable(name, "add", action.name, kind.sql(dialect="duckdb"), where=where)
+        if isinstance(action, exp.Drop) and (action.args.get("kind") or "").upper() == "COLUMN":
+            columns = action.args.get("tables") or []
+            if len(columns) != 1:
+                raise UnsupportedSQL(f"{where}: drop one column per statement")
+            return AlterTable(name, "drop", columns[0].name, where=where)
+        if isinstance(action, exp.Command) and str(action.this).upper() == "DROP":
+            column = str(action.args.get("expression") or "").strip()  # DROP c, no COLUMN
+            if column.replace("_", "a").isalnum():
+                return AlterTable(name, "drop", column, where=where)
+        if isinstance(action, exp.RenameColumn):
+            return AlterTable(
+                name, "rename", action.this.name, new_name=action.args["to"].name, where=where
+            )
+        raise UnsupportedSQL(
+            f"{where}: this action is not supported: ADD COLUMN, DROP COLUMN and RENAME "
+            "COLUMN a TO b are"
         )
 
     def name(self, table: exp.Expression) -> str:

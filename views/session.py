@@ -40,11 +40,12 @@ from ivm.plan.node import Plan
 from ivm.schema import Schema, TableSchema, quote
 from ivm.sql_frontend.planner import plan_query
 from ivm.sql_frontend.positions import TEXT_START, Origin
-from ivm.sql_frontend.statements import CreateTable, CreateView, parse_script
+from ivm.sql_frontend.statements import AlterTable, CreateTable, CreateView, parse_script
 from ivm.storage.catalog import Catalog, CatalogError
 from ivm.storage.manifest import Manifest
 from ivm.storage.naming import TableNames
 from ivm.storage.traces import Compactor
+from ivm.views.altering import Altering
 from ivm.views.ddl import Ddl
 from ivm.views.definitions import TableInfo, ViewDef, ViewInfo, table_info, view_info
 from ivm.views.diagnose import ViewFailed
@@ -99,7 +100,7 @@ def connect(path: str | os.PathLike[str] | None = None, *, spark: Any = None,
     return session
 
 
-class Session(Outside, Explaining, Ddl, Ingest, ViewState, SavedIndexes):
+class Session(Outside, Explaining, Altering, Ddl, Ingest, ViewState, SavedIndexes):
     """An ivm database: tables, views, and the epoch they are at. Every public method and
     property lets only ``ivm.IvmError`` out (``ivm.guard``: each subclass is guarded too)."""
 
@@ -237,7 +238,8 @@ class Session(Outside, Explaining, Ddl, Ingest, ViewState, SavedIndexes):
 
     def execute(self, sql: str) -> None:
         """Run DDL: CREATE [OR REPLACE] TABLE, CREATE [OR REPLACE] [MATERIALIZED] VIEW,
-        DROP VIEW, DROP TABLE (… CASCADE drops the views that read it too).
+        DROP VIEW, DROP TABLE (… CASCADE drops the views that read it too), ALTER TABLE …
+        ADD / DROP / RENAME COLUMN (embedded mode; ``views.altering``).
 
         A script of several statements is applied atomically: if one fails, none applies.
         """
@@ -251,6 +253,8 @@ class Session(Outside, Explaining, Ddl, Ingest, ViewState, SavedIndexes):
                         self._create_table(statement)
                     elif isinstance(statement, CreateView):
                         self._create_view(statement)
+                    elif isinstance(statement, AlterTable):
+                        self._alter_table(statement)
                     else:
                         self._drop(statement)
         except ViewFailed as failure:

@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ivm.errors import IvmError
+from ivm.views.modes import spark_mode
 
 if TYPE_CHECKING:
     from ivm.views.session import Session
@@ -68,7 +69,7 @@ class StreamSink:
             return
         batches = {t: frame if f is None else f(frame) for t, f in self.selects.items()}
         cached = []
-        if _spark_mode(s):
+        if spark_mode(s):
             cached = [b.persist() for b in batches.values()]
         else:
             batches = {t: b.toArrow() for t, b in batches.items()}
@@ -128,9 +129,3 @@ class Streams:
             ).fetchall()
         )
 
-
-def _spark_mode(session: Session) -> bool:
-    """Whether the session runs its epochs on Spark (pyspark is loaded: a stream calls)."""
-    from ivm.views.spark.session import SparkModeSession
-
-    return isinstance(session, SparkModeSession)
