@@ -51,6 +51,7 @@ from ivm.views.definitions import TableInfo, ViewDef, ViewInfo, table_info, view
 from ivm.views.diagnose import ViewFailed
 from ivm.views.explaining import Explaining
 from ivm.views.ingest import Ingest
+from ivm.views.loading import Loading
 from ivm.views.outside import Outside
 from ivm.views.read_queries import check_read_query
 from ivm.views.saved_indexes import SavedIndexes
@@ -100,7 +101,7 @@ def connect(path: str | os.PathLike[str] | None = None, *, spark: Any = None,
     return session
 
 
-class Session(Outside, Explaining, Altering, Ddl, Ingest, ViewState, SavedIndexes):
+class Session(Outside, Explaining, Altering, Loading, Ddl, Ingest, ViewState, SavedIndexes):
     """An ivm database: tables, views, and the epoch they are at. Every public method and
     property lets only ``ivm.IvmError`` out (``ivm.guard``: each subclass is guarded too)."""
 
@@ -262,7 +263,7 @@ class Session(Outside, Explaining, Altering, Ddl, Ingest, ViewState, SavedIndexe
 
     def ingest(
         self, table: str | Mapping[str, Any], batch: Any = None, mode: str = "insert",
-        *, epoch: int | None = None, sequence: str | None = None,
+        *, epoch: int | None = None, sequence: str | None = None, progress: bool | None = None,
     ) -> dict[str, pa.Table]:
         """Apply one epoch of changes; returns every view's change (a consolidated Z-set).
 
@@ -272,11 +273,15 @@ class Session(Outside, Explaining, Altering, Ddl, Ingest, ViewState, SavedIndexe
         batch's column ``sequence=``). Debezium key-only deletes and truncates apply
         (``views.arrival``). ``epoch=N`` applies the batch exactly once as epoch N
         (``views.epochs``): N already applied returns that epoch's deltas and does nothing.
-        A batch with no rows and no ``epoch=`` is a no-op: the epoch stays.
+        A batch with no rows and no ``epoch=`` is a no-op: the epoch stays. A
+        ``RecordBatchReader`` or DuckDB relation streams in chunks, one epoch; ``progress``
+        shows a progress bar (``views.loading``). Batches: ``views.batches``.
         """
         replay = self._replayed(epoch)
         if replay is not None:
             return replay
+        if self._streamed(table, batch, progress):
+            return self._load_stream(table, batch, mode, sequence, progress, epoch is not None)
         profile = self.profile = EpochProfile(self.epoch + 1)
         with profile.phase("batches"):
             changes = self._prepared(table, batch, mode, sequence)
