@@ -45,17 +45,14 @@ from ivm.storage.catalog import Catalog, CatalogError
 from ivm.storage.manifest import Manifest
 from ivm.storage.naming import TableNames
 from ivm.storage.traces import Compactor
-from ivm.views.altering import Altering
 from ivm.views.ddl import Ddl
 from ivm.views.definitions import TableInfo, ViewDef, ViewInfo, table_info, view_info
 from ivm.views.diagnose import ViewFailed
-from ivm.views.explaining import Explaining
 from ivm.views.ingest import Ingest
-from ivm.views.loading import Loading
-from ivm.views.outside import Outside
 from ivm.views.read_queries import check_read_query
 from ivm.views.saved_indexes import SavedIndexes
 from ivm.views.state_file import claim, open_state, release, settle_settings
+from ivm.views.surface import Surface
 from ivm.views.table_codec import table_from_json
 from ivm.views.transaction import Transaction
 from ivm.views.view_state import ViewState
@@ -101,7 +98,7 @@ def connect(path: str | os.PathLike[str] | None = None, *, spark: Any = None,
     return session
 
 
-class Session(Outside, Explaining, Altering, Loading, Ddl, Ingest, ViewState, SavedIndexes):
+class Session(Surface, Ddl, Ingest, ViewState, SavedIndexes):
     """An ivm database: tables, views, and the epoch they are at. Every public method and
     property lets only ``ivm.IvmError`` out (``ivm.guard``: each subclass is guarded too)."""
 
