@@ -31,6 +31,7 @@ class Outside(_Base):
         self._ledger = EpochLedger()
         self._feeds = Changefeeds(self)
         self._streams = Streams(self)
+        self._init_stats()
 
     # -- public API --------------------------------------------------------------------------
 
@@ -105,6 +106,7 @@ class Outside(_Base):
     def _after_epoch(self, deltas: dict[str, pa.Table]) -> None:
         """After the epoch committed: keep its deltas, tell the subscribers."""
         self._ledger.applied(self.epoch, deltas)
+        self._record_times(self.last_profile)
         self._feeds.publish(self.epoch, deltas)
 
     def _remove(self, name: str) -> None:

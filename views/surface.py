@@ -11,7 +11,8 @@ from ivm.views.checking import Checking
 from ivm.views.explaining import Explaining
 from ivm.views.loading import Loading
 from ivm.views.outside import Outside
+from ivm.views.stats import Stats
 
 
-class Surface(Outside, Explaining, Checking, Altering, Loading):
+class Surface(Outside, Explaining, Checking, Altering, Loading, Stats):
     """The mixins above, in the order their methods are looked up."""
