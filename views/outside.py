@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from ivm.views import history
 from ivm.views.changefeeds import Callback, Changefeeds, Subscription
 from ivm.views.epochs import EpochLedger
 from ivm.views.streaming import Select, Streams, StreamSink
@@ -32,6 +33,7 @@ class Outside(_Base):
         self._feeds = Changefeeds(self)
         self._streams = Streams(self)
         self._init_stats()
+        self._history_ready = False
 
     # -- public API --------------------------------------------------------------------------
 
@@ -101,6 +103,10 @@ class Outside(_Base):
     def _advance_epoch(self, changed: dict[str, str]) -> None:
         self._feeds.log(changed, self.epoch + 1)
         self._streams.record(self.epoch + 1)
+        if not self._history_ready:  # once per session: the table, if the state has none
+            history.create(self.con)
+            self.on_commit.append(self._history_created)
+        history.record(self.con, self.epoch + 1, sum(self.profile.phases.values()))
         super()._advance_epoch(changed)
 
     def _after_epoch(self, deltas: dict[str, pa.Table]) -> None:
@@ -108,6 +114,13 @@ class Outside(_Base):
         self._ledger.applied(self.epoch, deltas)
         self._record_times(self.last_profile)
         self._feeds.publish(self.epoch, deltas)
+
+    def _history_created(self) -> None:
+        self._history_ready = True
+
+    def _history(self) -> history.EpochTimes | None:
+        """The last epoch's time and the median of the epochs the state recorded."""
+        return history.read(self.con)
 
     def _remove(self, name: str) -> None:
         if name in self._views:
