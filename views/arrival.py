@@ -25,7 +25,6 @@ one DuckDB query over the batch and the stored rows of the keys it names.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import duckdb
 import numpy as np
@@ -74,8 +73,11 @@ def arrived(
             "mode='upsert' and a table with a PRIMARY KEY"
         )
     if _is_spark(batch):
-        return _spark_latest(batch, table, sequence, context) if upsert and table.primary_key \
-            else batch
+        if not (upsert and table.primary_key):
+            return batch
+        from ivm.views.spark.upserts import latest_versions  # pyspark is loaded: a DataFrame
+
+        return latest_versions(batch, table, sequence, context)
     data = to_arrow(batch, context)
     order = None
     if sequence is not None:
@@ -94,24 +96,6 @@ def arrived(
 def _is_spark(batch: object) -> bool:
     """Whether the batch is a Spark DataFrame (resolved on Spark, not here)."""
     return type(batch).__module__.split(".")[0] == "pyspark"
-
-
-def _spark_latest(frame: Any, table: TableSchema, sequence: str | None, context: str) -> Any:
-    """A Spark DataFrame upsert with only the last row of each key: by ``sequence`` (then
-    dropped), then the order of the frame's rows (``monotonically_increasing_id``)."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as f
-
-    folded = {c.lower(): c for c in frame.columns}
-    keys = [folded.get(k.lower(), k) for k in table.primary_key]
-    if sequence is not None and sequence not in frame.columns:
-        raise SchemaError(f"{context}: sequence={sequence!r} names no column of the batch")
-    order = [f.col(sequence).desc_nulls_last()] if sequence is not None else []
-    window = Window.partitionBy(*keys).orderBy(*order, f.col("__ivm_pos").desc())
-    ranked = frame.withColumn("__ivm_pos", f.monotonically_increasing_id())
-    latest = ranked.withColumn("__ivm_rank", f.row_number().over(window))
-    dropped = ["__ivm_pos", "__ivm_rank", *([sequence] if sequence is not None else [])]
-    return latest.where("__ivm_rank = 1").drop(*dropped)
 
 
 def _sequence(data: pa.Table, sequence: str, context: str) -> tuple[pa.Table, pa.ChunkedArray]:
