@@ -92,6 +92,9 @@ def test_reading_commands(pipeline: Path) -> None:
     assert "last epoch" in status.stdout
     explain = ivm_cli("explain", "st", "revenue", cwd=pipeline)
     assert "InvertibleAggregate" in explain.stdout
+    picture = ivm_cli("explain", "st", "revenue", "--format", "dot", "--output", "plan.dot",
+                      cwd=pipeline)
+    assert picture.returncode == 0 and (pipeline / "plan.dot").read_text().startswith("digraph")
     check = ivm_cli("check", "st", "SELECT customer, COUNT(*) AS n FROM orders GROUP BY 1",
                     cwd=pipeline)
     assert check.returncode == 0 and check.stdout.startswith("maintained")

@@ -174,11 +174,13 @@ class SparkModeSession(SparkReads, Session):
             raise
         return changes
 
-    def explain(self, view: str, analyze: bool = False) -> str:
+    def explain(self, view: str, analyze: bool = False, format: str = "text") -> str | bytes:
         """The incremental circuit of ``view`` (with ``analyze``, the last epoch's profile:
         per phase and per view; operators run inside the view's Spark job), then its
-        Spark stages."""
-        text = super().explain(view, analyze)
+        Spark stages (a picture for another ``format``: ``Session.explain``)."""
+        text = super().explain(view, analyze, format)
+        if format != "text":
+            return text
         stages = self._stages_of(self._resolve(view))
         lines = [f"  {s.describe()}" for s in stages]
         return "\n".join([text, f"spark stages ({self.partitions} partitions):", *lines])
