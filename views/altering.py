@@ -52,14 +52,14 @@ class Altering(_Base):
         dependents = self._dependents(name)
         for dependent in reversed(dependents):
             self._remove(dependent.name)
-        trace = self.names.relation_trace(name)
+        trace = self._names.relation_trace(name)
         self._rewrite_trace(trace, altered, select)
-        actual = describe(self.con, f"SELECT * EXCLUDE ({W}) FROM {trace}")  # DuckDB's types
+        actual = describe(self._con, f"SELECT * EXCLUDE ({W}) FROM {trace}")  # DuckDB's types
         altered = TableSchema(name, actual, altered.primary_key, altered.not_null)
-        create_reader(self.con, name, trace, altered.schema.names)
-        self.catalog.remove(name)
-        self.catalog.add("table", name, table_to_json(altered))
-        self.row_indexes.pop(name, None)
+        create_reader(self._con, name, trace, altered.schema.names)
+        self._catalog.remove(name)
+        self._catalog.add("table", name, table_to_json(altered))
+        self._row_indexes.pop(name, None)
         self._register_table(altered)
         for dependent in dependents:
             try:
@@ -77,15 +77,15 @@ class Altering(_Base):
         """The trace again with the altered columns (``select``: each from the old trace),
         consolidated, weight last, as every trace keeps it."""
         names = altered.schema.names
-        fresh = self.names.scratch(altered.name, "alter", "trace")
-        self.con.execute(f"DROP VIEW IF EXISTS {quote(altered.name)}").fetchall()
-        create_trace(self.con, fresh, [(c.name, c.type) for c in altered.schema.columns])
+        fresh = self._names.scratch(altered.name, "alter", "trace")
+        self._con.execute(f"DROP VIEW IF EXISTS {quote(altered.name)}").fetchall()
+        create_trace(self._con, fresh, [(c.name, c.type) for c in altered.schema.columns])
         rows = consolidate_sql(f"SELECT {select}, {W} FROM {trace}", names)
-        self.con.execute(f"INSERT INTO {fresh} {rows}").fetchall()
-        self.con.execute(f"DROP TABLE {trace}").fetchall()
-        self.con.execute(f"ALTER TABLE {fresh} RENAME TO {trace}").fetchall()
-        self.arrangements.forget(trace)
-        self.compactor.forget(trace)
+        self._con.execute(f"INSERT INTO {fresh} {rows}").fetchall()
+        self._con.execute(f"DROP TABLE {trace}").fetchall()
+        self._con.execute(f"ALTER TABLE {fresh} RENAME TO {trace}").fetchall()
+        self._arrangements.forget(trace)
+        self._compactor.forget(trace)
 
 
 def _altered(table: TableSchema, statement: AlterTable) -> tuple[TableSchema, str]:

@@ -100,14 +100,14 @@ class Changefeeds:
         """The view's contents as a delta from empty: each distinct row with its count."""
         s = self.session
         names = s._views[view].schema.names
-        s.con.register("__ivm_contents", s.read(view))  # Spark mode reads on Spark
+        s._con.register("__ivm_contents", s.read(view))  # Spark mode reads on Spark
         try:
             rows = consolidate_sql(
                 f"SELECT {column_list(names)}, 1 AS {W} FROM __ivm_contents", names
             )
-            return s.con.sql(rows).to_arrow_table()
+            return s._con.sql(rows).to_arrow_table()
         finally:
-            s.con.unregister("__ivm_contents")
+            s._con.unregister("__ivm_contents")
 
     def publish(self, epoch: int, deltas: dict[str, pa.Table]) -> None:
         """Tell every active subscriber its view's delta of the committed ``epoch``."""
@@ -128,22 +128,22 @@ class Changefeeds:
         existing = self._config(name)
         with s._transaction():
             self._changed()
-            s.con.execute(
+            s._con.execute(
                 f"CREATE TABLE IF NOT EXISTS {CONFIG} (name VARCHAR, retain BIGINT, since BIGINT)"
             ).fetchall()
-            s.con.execute(f"DELETE FROM {CONFIG} WHERE name = ?", [name]).fetchall()
+            s._con.execute(f"DELETE FROM {CONFIG} WHERE name = ?", [name]).fetchall()
             if retain == 0:
-                s.con.execute(f"DROP TABLE IF EXISTS {log_table(name)}").fetchall()
+                s._con.execute(f"DROP TABLE IF EXISTS {log_table(name)}").fetchall()
                 return
             if existing is None:
                 columns = ", ".join(
                     f"{quote(c.name)} {c.type}" for c in s._views[name].schema.columns
                 )
-                s.con.execute(
+                s._con.execute(
                     f"CREATE TABLE {log_table(name)} ({columns}, {W} BIGINT, {EPOCH} BIGINT)"
                 ).fetchall()
             since = s.epoch if existing is None else existing[1]
-            s.con.execute(
+            s._con.execute(
                 f"INSERT INTO {CONFIG} VALUES (?, ?, ?)", [name, retain, since]
             ).fetchall()
 
@@ -166,7 +166,7 @@ class Changefeeds:
                 f"view {name!r}: changes since epoch {since} are no longer kept: its changelog "
                 f"holds the epochs after {oldest} (it retains {retain})"
             )
-        return s.con.sql(
+        return s._con.sql(
             f"SELECT * FROM {log_table(name)} WHERE {EPOCH} > {since} ORDER BY {EPOCH}"
         ).to_arrow_table()
 
@@ -180,19 +180,19 @@ class Changefeeds:
             table = log_table(name)
             if name in changed:
                 names = s._views[name].schema.names
-                s.con.execute(
+                s._con.execute(
                     f"INSERT INTO {table} SELECT {column_list(names)}, {W}, {epoch} "
                     f"FROM {changed[name]}"
                 ).fetchall()
-            s.con.execute(f"DELETE FROM {table} WHERE {EPOCH} <= {epoch - retain}").fetchall()
+            s._con.execute(f"DELETE FROM {table} WHERE {EPOCH} <= {epoch - retain}").fetchall()
 
     def removed(self, name: str) -> None:
         """A view is dropped (inside the DDL's transaction): its changelog goes with it."""
         s = self.session
         if name in self._logs():
             self._changed()
-            s.con.execute(f"DELETE FROM {CONFIG} WHERE name = ?", [name]).fetchall()
-            s.con.execute(f"DROP TABLE IF EXISTS {log_table(name)}").fetchall()
+            s._con.execute(f"DELETE FROM {CONFIG} WHERE name = ?", [name]).fetchall()
+            s._con.execute(f"DROP TABLE IF EXISTS {log_table(name)}").fetchall()
 
     def retained(self) -> dict[str, int]:
         """Epochs retained by each view keeping a changelog."""
@@ -211,7 +211,7 @@ class Changefeeds:
     def _logs(self) -> dict[str, tuple[int, int]]:
         """(retain, started after epoch) of each view keeping a changelog (cached)."""
         if self._retained is None:
-            con = self.session.con
+            con = self.session._con
             present = con.execute(
                 "SELECT 1 FROM duckdb_tables() WHERE table_name = ? AND NOT temporary", [CONFIG]
             ).fetchall()
@@ -222,8 +222,8 @@ class Changefeeds:
     def _changed(self) -> None:
         """The changelogs change in the open transaction: read them again after it."""
         self._retained = None
-        self.session.on_commit.append(self._forget)
-        self.session.on_rollback.append(self._forget)
+        self.session._on_commit.append(self._forget)
+        self.session._on_rollback.append(self._forget)
 
     def _forget(self) -> None:
         self._retained = None

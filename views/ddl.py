@@ -116,43 +116,43 @@ class Ddl(_Base):
     def _remove(self, name: str) -> None:
         """Drop table or view ``name`` and its state (dependents are the caller's)."""
         if name in self._views:
-            self._drop_view_state(name, self.catalog.manifest(name))
+            self._drop_view_state(name, self._catalog.manifest(name))
             del self._views[name]
             self._no_change.pop(name, None)
         else:
             self._drop_table_state(name)
             del self._tables[name]
-            del self.arrow_schemas[name]
-        self.catalog.remove(name)
+            del self._arrow_schemas[name]
+        self._catalog.remove(name)
 
     # -- tables ------------------------------------------------------------------------------
 
     def _add_table(self, table: TableSchema) -> None:
-        trace = self.names.relation_trace(table.name)
+        trace = self._names.relation_trace(table.name)
         try:
-            create_trace(self.con, trace, [(c.name, c.type) for c in table.schema.columns])
+            create_trace(self._con, trace, [(c.name, c.type) for c in table.schema.columns])
         except duckdb.Error as error:
             raise SqlError(f"CREATE TABLE {table.name}: {error}") from error
-        self.compactor.created(trace)
+        self._compactor.created(trace)
         # DuckDB's spelling of the types (TEXT → VARCHAR, INT → INTEGER…).
-        actual = describe(self.con, f"SELECT * EXCLUDE ({W}) FROM {trace}")
+        actual = describe(self._con, f"SELECT * EXCLUDE ({W}) FROM {trace}")
         table = TableSchema(table.name, actual, table.primary_key, table.not_null)
-        create_reader(self.con, table.name, trace, actual.names)
-        self.catalog.add("table", table.name, table_to_json(table))
+        create_reader(self._con, table.name, trace, actual.names)
+        self._catalog.add("table", table.name, table_to_json(table))
         self._register_table(table)
 
     def _register_table(self, table: TableSchema) -> None:
-        trace = self.names.relation_trace(table.name)
+        trace = self._names.relation_trace(table.name)
         self._tables[table.name] = table
-        self.arrow_schemas[table.name] = (
-            self.con.sql(f"SELECT * EXCLUDE ({W}) FROM {trace} LIMIT 0").to_arrow_table().schema
+        self._arrow_schemas[table.name] = (
+            self._con.sql(f"SELECT * EXCLUDE ({W}) FROM {trace} LIMIT 0").to_arrow_table().schema
         )
 
     # -- views -------------------------------------------------------------------------------
 
     def _add_view(self, name: str, sql: str, origin: Origin = TEXT_START) -> None:
         view = self._register_view(name, sql, origin)
-        self.catalog.add("view", name, sql)
+        self._catalog.add("view", name, sql)
         self._build_view_state(view)
 
     def _register_view(self, name: str, sql: str, origin: Origin = TEXT_START) -> ViewDef:

@@ -43,7 +43,7 @@ class Explaining(_Base):
         if not analyze:
             return circuit.explain()
         return explain_text(
-            view, circuit, self.last_profile, self.arrangements.sizes(), self.names
+            view, circuit, self.last_profile, self._arrangements.sizes(), self._names
         )
 
     def _picture(self, view: str, analyze: bool, format: str) -> str | bytes:
@@ -54,7 +54,7 @@ class Explaining(_Base):
             stages = [(s.describe(), s.produces) for s in self._stages_of(view)]
         source = dot_source(
             view, self._views[view].circuit, self.last_profile if analyze else None,
-            self.arrangements.sizes(), self.names, stages,
+            self._arrangements.sizes(), self._names, stages,
         )
         return source if format == "dot" else render(source, format)
 

@@ -75,11 +75,11 @@ class Loading(_Base):
         if first.num_rows == 0 and not forced:
             return self._unchanged()  # an empty batch is a no-op (API: ingest)
         show = progress if progress is not None else sys.stderr.isatty()
-        profile = self.profile = EpochProfile(self.epoch + 1)
+        profile = self._profile = EpochProfile(self.epoch + 1)
         sums: dict[str, str] = {}
         try:
             with self._transaction(ExecutionError), _bar(show, name, total) as advance:
-                self.on_rollback.append(self._forget_memory)
+                self._on_rollback.append(self._forget_memory)
                 for chunk in itertools.chain([first], chunks):
                     with profile.phase("batches"):
                         changes = self._prepared(name, chunk, mode, sequence)
@@ -90,7 +90,7 @@ class Loading(_Base):
                     self._add_up(sums, changed)
                     # What the epoch keeps in memory follows each chunk (the next reads
                     # it); a roll-back forgets all of it (_forget_memory).
-                    actions, self.on_commit = self.on_commit, []
+                    actions, self._on_commit = self._on_commit, []
                     run_all(actions)
                     advance(chunk.num_rows)
                 changed = self._summed(sums)
@@ -109,30 +109,30 @@ class Loading(_Base):
         """A streamed load rolled back: what memory held of its chunks is dropped (it is
         built again from the state when next needed)."""
         self._after_unexpected()
-        self.arrangements.clear()
+        self._arrangements.clear()
 
     def _add_up(self, sums: dict[str, str], changed: dict[str, str]) -> None:
         """Add each view's change of one chunk to the epoch's running sum."""
         for view, scratch in changed.items():
             target = quote(f"__ivm_load_{view}")
             if view not in sums:
-                self.con.execute(
+                self._con.execute(
                     f"CREATE OR REPLACE TEMP TABLE {target} AS SELECT * FROM {scratch}"
                 ).fetchall()
                 sums[view] = target
             else:
-                self.con.execute(f"INSERT INTO {target} SELECT * FROM {scratch}").fetchall()
+                self._con.execute(f"INSERT INTO {target} SELECT * FROM {scratch}").fetchall()
 
     def _summed(self, sums: dict[str, str]) -> dict[str, str]:
         """Each view's summed change, consolidated (views whose chunks cancel out drop)."""
         changed = {}
         for view, target in sums.items():
             names = self._views[view].schema.names
-            self.con.execute(
+            self._con.execute(
                 f"CREATE OR REPLACE TEMP TABLE {target} AS "
                 f"{consolidate_sql(f'SELECT {column_list(names)}, {W} FROM {target}', names)}"
             ).fetchall()
-            if self.con.execute(f"SELECT 1 FROM {target} LIMIT 1").fetchall():
+            if self._con.execute(f"SELECT 1 FROM {target} LIMIT 1").fetchall():
                 changed[view] = target
         return changed
 

@@ -104,9 +104,9 @@ class Outside(_Base):
         self._feeds.log(changed, self.epoch + 1)
         self._streams.record(self.epoch + 1)
         if not self._history_ready:  # once per session: the table, if the state has none
-            history.create(self.con)
-            self.on_commit.append(self._history_created)
-        history.record(self.con, self.epoch + 1, sum(self.profile.phases.values()))
+            history.create(self._con)
+            self._on_commit.append(self._history_created)
+        history.record(self._con, self.epoch + 1, sum(self._profile.phases.values()))
         super()._advance_epoch(changed)
 
     def _after_epoch(self, deltas: dict[str, pa.Table]) -> None:
@@ -120,7 +120,7 @@ class Outside(_Base):
 
     def _history(self) -> history.EpochTimes | None:
         """The last epoch's time and the median of the epochs the state recorded."""
-        return history.read(self.con)
+        return history.read(self._con)
 
     def _remove(self, name: str) -> None:
         if name in self._views:

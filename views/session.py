@@ -115,40 +115,40 @@ class Session(Surface, Ddl, Ingest, ViewState, SavedIndexes):
         self._closed = False
         self._ready = False  # opened whole: only then are its indexes saved at close
         try:
-            self.con = open_state(self._state_file)
+            self._con = open_state(self._state_file)
         except BaseException:
             release(self._state_file)
             raise
         self.on_plan_change = on_plan_change
         self._iteration_limit = DEFAULT_ITERATION_LIMIT
-        self.names = TableNames()
-        self.compactor = Compactor()
+        self._names = TableNames()
+        self._compactor = Compactor()
         self._tables: dict[str, TableSchema] = {}
-        self.arrow_schemas: dict[str, pa.Schema] = {}
+        self._arrow_schemas: dict[str, pa.Schema] = {}
         self._views: dict[str, ViewDef] = {}
         self._no_change: dict[str, pa.Table] = {}  # each view's empty change, by name
-        self.row_indexes: dict[str, RowIndex] = {}  # base tables' live rows, built at first use
-        self.operator_memory: OperatorMemory = {}  # operators' in-memory state (Run.memory)
-        self.arrangements = Arrangements(self.con)  # traces searchable by key, built at use
+        self._row_indexes: dict[str, RowIndex] = {}  # base tables' live rows, built at first use
+        self._operator_memory: OperatorMemory = {}  # operators' in-memory state (Run.memory)
+        self._arrangements = Arrangements(self._con)  # traces searchable by key, built at use
         # DuckDB's DESCRIBE of SQL while the stored views were planned at open (and those the
         # last session saved): asked again only if not there. Emptied by any DDL.
         self._described: dict[str, Schema] = {}
         self._opening = False
         self._columns_at_open: dict[str, tuple[tuple[str, str], ...]] | None = None
-        self.profile = EpochProfile()  # the epoch running (or the last one)
+        self._profile = EpochProfile()  # the epoch running (or the last one)
         self.last_profile: EpochProfile | None = None  # the last epoch applied
         self._registered_batches: list[str] = []  # Arrow batches DuckDB reads this epoch
-        self.on_commit: list[Callable[[], None]] = []  # run after the open transaction commits
-        self.on_rollback: list[Callable[[], None]] = []  # …or, in reverse, after it rolls back
+        self._on_commit: list[Callable[[], None]] = []  # run after the open transaction commits
+        self._on_rollback: list[Callable[[], None]] = []  # …or, in reverse, after it rolls back
         self._pending_rebuilds: list[tuple[ViewDef, Manifest | None, str]] = []
         self._init_outside()
         try:
             try:
-                self.catalog = Catalog(self.con)
+                self._catalog = Catalog(self._con)
             except CatalogError as error:
                 raise StateError(f"state at {self.path}: {error}") from error
             self._check_mode()
-            self.settings = settle_settings(self.con, self.catalog, settings, self.path)
+            self.settings = settle_settings(self._con, self._catalog, settings, self.path)
             self._load()
             self._opened()
             self._ready = True
@@ -165,7 +165,7 @@ class Session(Surface, Ddl, Ingest, ViewState, SavedIndexes):
 
     def _check_mode(self) -> None:
         """Refuse state kept by Spark mode: its contents are not in this database."""
-        if self.catalog.mode() is not None:
+        if self._catalog.mode() is not None:
             raise StateError(
                 f"state at {self.path} was created in Spark mode: "
                 "open it with ivm.connect(path, spark=spark)"
@@ -174,7 +174,7 @@ class Session(Surface, Ddl, Ingest, ViewState, SavedIndexes):
     def _load(self) -> None:
         """Register the stored tables, take back what the last session saved, and register
         the stored views (planning every view again)."""
-        entries = self.catalog.entries()
+        entries = self._catalog.entries()
         for kind, name, definition in entries:
             if kind == "table":
                 self._register_table(table_from_json(name, definition))
@@ -193,9 +193,9 @@ class Session(Surface, Ddl, Ingest, ViewState, SavedIndexes):
     def _opened(self) -> None:
         """Make the loaded state ready: upgrade an older format, and rebuild the views whose
         state was computed for another plan."""
-        if self.catalog.upgraded_from is not None:
+        if self._catalog.upgraded_from is not None:
             with self._transaction(StateError):
-                self.catalog.upgrade()
+                self._catalog.upgrade()
         self._rebuild_pending()
 
     # -- public API --------------------------------------------------------------------------
@@ -203,7 +203,7 @@ class Session(Surface, Ddl, Ingest, ViewState, SavedIndexes):
     @property
     def epoch(self) -> int:
         """The last epoch applied (0 before any ingest)."""
-        return self.catalog.epoch
+        return self._catalog.epoch
 
     @property
     def iteration_limit(self) -> int:
@@ -223,7 +223,7 @@ class Session(Surface, Ddl, Ingest, ViewState, SavedIndexes):
         """Every base table by name, with its columns and its SQL (read-only)."""
         self._check_open()
         return MappingProxyType(
-            {n: table_info(t, self.arrow_schemas[n]) for n, t in self._tables.items()}
+            {n: table_info(t, self._arrow_schemas[n]) for n, t in self._tables.items()}
         )
 
     @property
@@ -279,7 +279,7 @@ class Session(Surface, Ddl, Ingest, ViewState, SavedIndexes):
             return replay
         if self._streamed(table, batch, progress):
             return self._load_stream(table, batch, mode, sequence, progress, epoch is not None)
-        profile = self.profile = EpochProfile(self.epoch + 1)
+        profile = self._profile = EpochProfile(self.epoch + 1)
         with profile.phase("batches"):
             changes = self._prepared(table, batch, mode, sequence)
         if epoch is None and self._no_rows(changes):
@@ -297,14 +297,14 @@ class Session(Surface, Ddl, Ingest, ViewState, SavedIndexes):
         """Current contents of a view (or table): one row per copy."""
         self._check_open()
         name = self._known(name)
-        return self.con.sql(f"SELECT * FROM {quote(name)}").to_arrow_table()
+        return self._con.sql(f"SELECT * FROM {quote(name)}").to_arrow_table()
 
     def sql(self, query: str) -> pa.Table:
         """Run a read-only query over tables and views."""
         self._check_open()
         check_read_query(query)
         try:
-            return self.con.sql(query).to_arrow_table()
+            return self._con.sql(query).to_arrow_table()
         except duckdb.Error as error:
             raise SqlError(f"query failed: {error}") from error
 
@@ -318,14 +318,14 @@ class Session(Surface, Ddl, Ingest, ViewState, SavedIndexes):
                     self._save_indexes()
             finally:
                 try:
-                    self.con.close()
+                    self._con.close()
                 finally:
                     release(self._state_file)
 
     def _after_unexpected(self) -> None:
         """After an unexpected exception (``ivm.guard``): drop what is rebuilt at first use."""
-        self.row_indexes.clear()
-        self.operator_memory.clear()
+        self._row_indexes.clear()
+        self._operator_memory.clear()
         self._described.clear()
         self._no_change = {}
 
@@ -364,21 +364,21 @@ class Session(Surface, Ddl, Ingest, ViewState, SavedIndexes):
 
     def _arrow_schema(self, schema: Schema) -> pa.Schema:
         columns = ", ".join(f"CAST(NULL AS {c.type}) AS {quote(c.name)}" for c in schema.columns)
-        return self.con.sql(f"SELECT {columns} WHERE false").to_arrow_table().schema
+        return self._con.sql(f"SELECT {columns} WHERE false").to_arrow_table().schema
 
     # -- transactions ------------------------------------------------------------------------
 
     def _transaction(self, error_class: type[IvmError] = SqlError) -> Transaction:
         return Transaction(self, error_class)
 
-    def snapshot(self) -> tuple[dict[str, Any], ...]:
+    def _snapshot(self) -> tuple[dict[str, Any], ...]:
         """The in-memory catalog, restored when a transaction rolls back."""
-        return (dict(self._tables), dict(self.arrow_schemas), dict(self._views))
+        return (dict(self._tables), dict(self._arrow_schemas), dict(self._views))
 
-    def restore(self, saved: tuple[dict[str, Any], ...]) -> None:
+    def _restore(self, saved: tuple[dict[str, Any], ...]) -> None:
         """Put back what ``snapshot`` returned."""
         tables, arrow_schemas, views = saved
-        self._tables, self.arrow_schemas, self._views = tables, arrow_schemas, views
+        self._tables, self._arrow_schemas, self._views = tables, arrow_schemas, views
         self._no_change = {}
 
 

@@ -75,7 +75,7 @@ class Stats(_Base):
         ran it) and ``epochs`` (how many this session ran). See ``views.stats``."""
         self._check_open()
         memory: dict[str, int] = {}
-        for size in self.arrangements.sizes():
+        for size in self._arrangements.sizes():
             for reader in size.readers:
                 memory[reader] = memory.get(reader, 0) + size.bytes
         found = {}
@@ -92,28 +92,28 @@ class Stats(_Base):
     def _rows(self, name: str) -> int:
         if spark_mode(self):
             return int(self.sql(f"SELECT COUNT(*) AS n FROM {quote(name)}").column(0)[0].as_py())
-        trace = self.names.relation_trace(name)
-        return int(self.con.execute(f"SELECT COALESCE(SUM({W}), 0) FROM {trace}").fetchall()[0][0])
+        trace = self._names.relation_trace(name)
+        return int(self._con.execute(f"SELECT COALESCE(SUM({W}), 0) FROM {trace}").fetchall()[0][0])
 
     def _state_bytes(self, name: str) -> int:
         if spark_mode(self):
             return _directory_bytes(self._directory(name))
-        manifest = self.catalog.manifest(name) if name in self._views else None
-        traces = [self.names.relation_trace(name)]
+        manifest = self._catalog.manifest(name) if name in self._views else None
+        traces = [self._names.relation_trace(name)]
         if manifest is not None:
             traces = [t.location for t in manifest.traces]
         return sum(self._trace_bytes(t) for t in traces)
 
     def _trace_bytes(self, trace: str) -> int:
         """The trace's rows times the Arrow bytes per row of a sample of them."""
-        found = self.con.execute(
+        found = self._con.execute(
             "SELECT estimated_size FROM duckdb_tables() WHERE table_name = ? AND NOT temporary",
             [unquote(trace)],
         ).fetchall()
         rows = int(found[0][0]) if found else 0
         if rows == 0:
             return 0
-        sample = self.con.sql(
+        sample = self._con.sql(
             f"SELECT * FROM {trace} USING SAMPLE {SAMPLE_ROWS} ROWS"
         ).to_arrow_table()
         return rows * sample.nbytes // max(sample.num_rows, 1)

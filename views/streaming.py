@@ -96,7 +96,7 @@ class Streams:
 
     def last_batch(self, name: str) -> int:
         """The last batch id stream ``name`` applied (-1: none)."""
-        con = self.session.con
+        con = self.session._con
         if not self._present():
             return -1
         found = con.execute(f"SELECT batch_id FROM {STREAMS} WHERE name = ?", [name]).fetchall()
@@ -106,7 +106,7 @@ class Streams:
         """(last batch id, epoch) of every stream, by name."""
         if not self._present():
             return {}
-        rows = self.session.con.execute(f"SELECT name, batch_id, epoch FROM {STREAMS}").fetchall()
+        rows = self.session._con.execute(f"SELECT name, batch_id, epoch FROM {STREAMS}").fetchall()
         return {str(n): (int(b), int(e)) for n, b, e in rows}
 
     def record(self, epoch: int) -> None:
@@ -114,7 +114,7 @@ class Streams:
         if self.pending is None:
             return
         name, batch_id = self.pending
-        con = self.session.con
+        con = self.session._con
         con.execute(
             f"CREATE TABLE IF NOT EXISTS {STREAMS} "
             "(name VARCHAR PRIMARY KEY, batch_id BIGINT, epoch BIGINT)"
@@ -124,7 +124,7 @@ class Streams:
 
     def _present(self) -> bool:
         return bool(
-            self.session.con.execute(
+            self.session._con.execute(
                 "SELECT 1 FROM duckdb_tables() WHERE table_name = ? AND NOT temporary", [STREAMS]
             ).fetchall()
         )

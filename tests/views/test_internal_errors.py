@@ -69,7 +69,7 @@ def state(db: Any) -> tuple[Any, ...]:
     tables."""
     relations = sorted([*db.tables, *db.views])
     contents = {n: Counter(rows_of(db.read(n))) for n in relations}
-    tables = db.con.execute("SELECT table_name FROM duckdb_tables() ORDER BY ALL").fetchall()
+    tables = db._con.execute("SELECT table_name FROM duckdb_tables() ORDER BY ALL").fetchall()
     return db.epoch, relations, contents, tables
 
 

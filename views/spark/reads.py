@@ -52,7 +52,7 @@ class SparkReads(_Base):
         """The table's live rows, read from its partition files into the driver's DuckDB
         until the epoch ends (for ``views.arrival``: truncates and key-only deletes)."""
         registered = f"__ivm_live_{len(self._registered_batches)}"
-        self.con.register(registered, self.read(name))
+        self._con.register(registered, self.read(name))
         self._registered_batches.append(registered)
         return f"SELECT * FROM {registered}"
 
