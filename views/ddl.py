@@ -14,17 +14,25 @@ views):
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import duckdb
 
-from ivm.errors import IvmError, SqlError
+from ivm.errors import IvmError, IvmWarning, SqlError
 from ivm.execution.embedded import describe
 from ivm.plan.sql import W
 from ivm.schema import TableSchema
 from ivm.sql_frontend.positions import TEXT_START, Origin
-from ivm.sql_frontend.statements import CreateTable, CreateView, Drop
+from ivm.sql_frontend.statements import (
+    AlterTable,
+    CreateTable,
+    CreateView,
+    Drop,
+    Refresh,
+    Statement,
+)
 from ivm.storage.traces import create_reader, create_trace
 from ivm.views.definitions import ViewDef
 from ivm.views.diagnose import ViewFailed
@@ -40,6 +48,26 @@ else:
 
 class Ddl(_Base):
     """The DDL half of ``Session`` (see the module docstring)."""
+
+    def _run_statement(self, statement: Statement) -> None:
+        """Apply one statement of a DDL script (inside the script's transaction)."""
+        if isinstance(statement, CreateTable):
+            self._create_table(statement)
+        elif isinstance(statement, CreateView):
+            self._create_view(statement)
+        elif isinstance(statement, AlterTable):
+            self._alter_table(statement)
+        elif isinstance(statement, Refresh):
+            name = self._resolve(statement.name)
+            if name not in self._views:
+                raise SqlError(f"REFRESH MATERIALIZED VIEW: no view named {statement.name!r}")
+            warnings.warn(
+                f"ivm: REFRESH MATERIALIZED VIEW {name} does nothing: ivm keeps every view "
+                "fresh, updated from each epoch's changes",
+                IvmWarning, stacklevel=4,
+            )
+        else:
+            self._drop(statement)
 
     def _create_table(self, statement: CreateTable) -> None:
         table = statement.table

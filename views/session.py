@@ -40,7 +40,7 @@ from ivm.plan.node import Plan
 from ivm.schema import Schema, TableSchema, quote
 from ivm.sql_frontend.planner import plan_query
 from ivm.sql_frontend.positions import TEXT_START, Origin
-from ivm.sql_frontend.statements import AlterTable, CreateTable, CreateView, parse_script
+from ivm.sql_frontend.statements import parse_script
 from ivm.storage.catalog import Catalog, CatalogError
 from ivm.storage.manifest import Manifest
 from ivm.storage.naming import TableNames
@@ -237,7 +237,8 @@ class Session(Surface, Ddl, Ingest, ViewState, SavedIndexes):
     def execute(self, sql: str) -> None:
         """Run DDL: CREATE [OR REPLACE] TABLE, CREATE [OR REPLACE] [MATERIALIZED] VIEW,
         DROP VIEW, DROP TABLE (… CASCADE drops the views that read it too), ALTER TABLE …
-        ADD / DROP / RENAME COLUMN (embedded mode; ``views.altering``).
+        ADD / DROP / RENAME COLUMN (embedded mode; ``views.altering``), and REFRESH
+        [MATERIALIZED] VIEW (a no-op, with an ``IvmWarning``: views are always fresh).
 
         A script of several statements is applied atomically: if one fails, none applies.
         """
@@ -247,14 +248,7 @@ class Session(Surface, Ddl, Ingest, ViewState, SavedIndexes):
         try:
             with self._transaction():  # the whole script, or nothing
                 for statement in statements:
-                    if isinstance(statement, CreateTable):
-                        self._create_table(statement)
-                    elif isinstance(statement, CreateView):
-                        self._create_view(statement)
-                    elif isinstance(statement, AlterTable):
-                        self._alter_table(statement)
-                    else:
-                        self._drop(statement)
+                    self._run_statement(statement)
         except ViewFailed as failure:
             raise self._explain_backfill(failure) from failure.error
 

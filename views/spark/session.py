@@ -77,6 +77,7 @@ from ivm.views.diagnose import named
 from ivm.views.session import Session
 from ivm.views.spark.batches import normalize_task
 from ivm.views.spark.concurrent_jobs import at_once, view_job, waves
+from ivm.views.spark.quiet import quiet_tasks
 from ivm.views.spark.reads import SparkReads
 from ivm.views.spark.source import IvmDataSource
 from ivm.views.spark.workers import check_workers
@@ -157,7 +158,7 @@ class SparkModeSession(SparkReads, Session):
         ticket = self._ticket(epoch=self.epoch + 1, upsert=upsert)
         self._profile.per_operator = False
         try:
-            with self._profile.phase("spark jobs"):
+            with self._profile.phase("spark jobs"), quiet_tasks(self.spark):
                 changes = self._run_epoch(frames, ticket)
             with self._profile.phase("commit"), self._transaction(ExecutionError):
                 self._advance_epoch(changes)
