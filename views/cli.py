@@ -7,6 +7,7 @@
     ivm explain DIR VIEW [--analyze] [--format text|dot|svg] [--output FILE]
     ivm check DIR "SELECT …"                      can this view be maintained, at what state
     ivm status DIR                                epoch, tables, views, rows, state bytes, times
+    ivm serve DIR [--port N]                      read-only SQL over Arrow Flight (views.serving)
 
 Results print as tables (``rich``); loads show a progress bar on a terminal. An
 ``ivm.IvmError`` prints as ``ivm: error: …`` with exit status 1, never a traceback.
@@ -66,6 +67,11 @@ def parser() -> argparse.ArgumentParser:
     check.add_argument("state", type=Path)
     check.add_argument("query")
     check.set_defaults(command=check_view)
+    serve = commands.add_parser("serve", help="serve read-only SQL over Arrow Flight")
+    serve.add_argument("state", type=Path)
+    serve.add_argument("--port", type=int, default=8815)
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.set_defaults(command=serve_state)
     status = commands.add_parser("status", help="epoch, tables, views, rows, state, times")
     status.add_argument("state", type=Path)
     status.set_defaults(command=show_status)
@@ -149,6 +155,18 @@ def check_view(args: argparse.Namespace) -> None:
     print(check)
     if not check:
         raise SystemExit(2)
+
+
+def serve_state(args: argparse.Namespace) -> None:
+    """``ivm serve``: until interrupted (readers: ``ivm.views.serving.Reader``)."""
+    with existing(args.state) as db:
+        server = db.serve(args.port, args.host)
+        console().print(f"serving {args.state} at {server.location} (Ctrl-C stops)",
+                        highlight=False)
+        try:
+            server.wait()
+        except KeyboardInterrupt:
+            server.stop()
 
 
 def show_status(args: argparse.Namespace) -> None:

@@ -7,7 +7,7 @@ public method a thin delegate with its documentation.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -34,6 +34,7 @@ class Outside(_Base):
         self._streams = Streams(self)
         self._init_stats()
         self._history_ready = False
+        self._on_close_actions: list[Callable[[], None]] = []  # run first at close
 
     # -- public API --------------------------------------------------------------------------
 

@@ -54,7 +54,7 @@ from ivm.views.saved_indexes import SavedIndexes
 from ivm.views.state_file import claim, open_state, release, settle_settings
 from ivm.views.surface import Surface
 from ivm.views.table_codec import table_from_json
-from ivm.views.transaction import Transaction
+from ivm.views.transaction import Transaction, run_all
 from ivm.views.view_state import ViewState
 
 PLAN_CHANGE_POLICIES = ("rebuild", "refuse")
@@ -308,6 +308,7 @@ class Session(Surface, Ddl, Ingest, ViewState, SavedIndexes):
         if not self._closed:
             self._closed = True
             try:
+                run_all(self._on_close_actions)  # servers stop (views.serving)
                 if self._ready:
                     self._save_indexes()
             finally:
