@@ -26,9 +26,6 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
-import sqlglot
-from sqlglot import exp
-from sqlglot.errors import SqlglotError
 
 from ivm.circuit.circuit import Circuit
 from ivm.circuit.incrementalize import incrementalize
@@ -53,6 +50,7 @@ from ivm.views.definitions import TableInfo, ViewDef, ViewInfo, table_info, view
 from ivm.views.diagnose import ViewFailed
 from ivm.views.explaining import explain_text
 from ivm.views.ingest import Ingest
+from ivm.views.read_queries import check_read_query
 from ivm.views.saved_indexes import SavedIndexes
 from ivm.views.state_file import claim, open_state, release, settle_settings
 from ivm.views.table_codec import table_from_json
@@ -388,16 +386,4 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
 
 
 guard_public(Session)
-
-
-def check_read_query(query: str) -> None:
-    """Raise SqlError unless ``query`` is one read-only query (SELECT / WITH / set operation)."""
-    try:
-        trees = sqlglot.parse(query, read="duckdb")
-    except SqlglotError as error:
-        raise SqlError(f"cannot parse query: {error}") from error
-    if len(trees) != 1 or not isinstance(trees[0], exp.Query):
-        raise SqlError("sql() runs one read-only query (SELECT / WITH / set operation)")
-
-
-__all__ = ["Session", "ViewDef", "check_read_query", "connect"]
+__all__ = ["Session", "ViewDef", "connect"]

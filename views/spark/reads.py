@@ -22,7 +22,7 @@ from ivm.plan.sql import consolidate_sql, empty_relation, expand_sql
 from ivm.schema import Schema, quote
 from ivm.storage.partitions import partition_files
 from ivm.storage.settings import apply
-from ivm.views.session import check_read_query
+from ivm.views.read_queries import check_read_query
 from ivm.views.spark.source import TRACE, has_contents
 
 if TYPE_CHECKING:

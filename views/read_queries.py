@@ -1,0 +1,22 @@
+"""The one check on a query users run through ``sql()``: it only reads."""
+
+from __future__ import annotations
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from ivm.errors import SqlError
+
+
+def check_read_query(query: str) -> None:
+    """Raise SqlError unless ``query`` is one read-only query (SELECT / WITH / set operation)."""
+    try:
+        trees = sqlglot.parse(query, read="duckdb")
+    except SqlglotError as error:
+        raise SqlError(f"cannot parse query: {error}") from error
+    if len(trees) != 1 or not isinstance(trees[0], exp.Query):
+        raise SqlError("sql() runs one read-only query (SELECT / WITH / set operation)")
+
+
+__all__ = ["check_read_query"]
