@@ -288,13 +288,13 @@ class Session(Surface, Ddl, Ingest, ViewState, SavedIndexes):
         return result
 
     def read(self, name: str) -> pa.Table:
-        """Current contents of a view (or table): one row per copy."""
+        """``name``'s (a view's or table's) current contents, one row per copy. Both modes."""
         self._check_open()
         name = self._known(name)
         return self._con.sql(f"SELECT * FROM {quote(name)}").to_arrow_table()
 
     def sql(self, query: str) -> pa.Table:
-        """Run a read-only query over tables and views."""
+        """Run ``query``, one read-only query over tables and views. Both modes."""
         self._check_open()
         check_read_query(query)
         try:

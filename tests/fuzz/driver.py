@@ -277,11 +277,12 @@ class Drive:
             for name in live:
                 self._end(harness, name, Outcome.INTERNAL, first_line(error, 4000), number)
             return
-        profile = harness.db.last_profile
+        profile = harness.db.last_profile  # None while no epoch ran (empty batches: no-ops)
+        timed = profile.views if profile is not None else {}
         for name in live:
             # a view's share of the epoch's wall time, scaled to the CPU the process had
             seconds = (busy if len(live) == 1 else
-                       profile.views.get(name, wall) * busy / max(wall, 1e-9))
+                       timed.get(name, wall) * busy / max(wall, 1e-9))
             self.slowest[name] = max(self.slowest.get(name, 0.0), seconds)
             try:
                 read = harness.db.read(name)
