@@ -42,7 +42,7 @@ def plan_select(ctx: Context, node: exp.Select, scope: Scope) -> Plan:
         plan = ctx.typed(Filter(schema=plan.schema, input=plan, predicate=predicate))
     raw = [(e.alias_or_name, e.unalias()) for e in node.expressions]
     hide = node.args.get("distinct") is None or distinct_on(node) is not None
-    ordering = ordering_of(ctx, node, raw, can_hide=hide)
+    ordering = ordering_of(ctx, node, raw, can_hide=hide, columns=plan.schema.names)
     raw += ordering.hidden if ordering is not None else []
     raw += window_operands(node)  # QUALIFY, DISTINCT ON: planned with the SELECT list
     having = node.args.get("having")
