@@ -25,13 +25,14 @@ from ivm.sql_frontend.planner.grouping_sets import grouping_sets
 from ivm.sql_frontend.planner.naming import ref, rename_columns, unique_names
 from ivm.sql_frontend.planner.subqueries import has_subquery, plan_where, with_values
 from ivm.sql_frontend.planner.top_k import limited, ordering_of
+from ivm.sql_frontend.planner.where_pushdown import push_where
 from ivm.sql_frontend.planner.windows import distinct_on, plan_windows, window_operands
 
 
 def plan_select(ctx: Context, node: exp.Select, scope: Scope) -> Plan:
     """Plan one (qualified) SELECT whose CTEs are ``scope`` plus its own."""
     scope = with_ctes(ctx, node, scope)
-    node = hoist_join_subqueries(node)
+    node = push_where(hoist_join_subqueries(node))
     _no_aggregates_in_clauses(ctx, node)
     plan = plan_from(ctx, node, scope)
     where = node.args.get("where")
