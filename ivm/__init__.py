@@ -9,6 +9,7 @@ ivm installs lives under this one name: the engine (``ivm.plan``, ``ivm.circuit`
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ivm.errors import (
@@ -52,6 +53,7 @@ def connect(
     partitions: int | None = None,
     on_plan_change: str = "rebuild",
     iteration_limit: int | None = None,
+    settings: Mapping[str, str] | None = None,
 ) -> Session:
     """Open a session: in memory without ``path``, else persistent state under ``path``
     (``ivm.views.session.connect`` says what each option does)."""
@@ -59,7 +61,7 @@ def connect(
 
     return open_session(
         path, spark=spark, partitions=partitions, on_plan_change=on_plan_change,
-        iteration_limit=iteration_limit,
+        iteration_limit=iteration_limit, settings=settings,
     )
 
 

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from sqlglot import exp
 from sqlglot.dialects.duckdb import DuckDB
 from sqlglot.errors import ParseError, SqlglotError, TokenError
+from sqlglot.parsers.duckdb import DuckDBParser
 from sqlglot.tokens import Token, TokenType
 
 from ivm.errors import SqlError
@@ -73,9 +74,47 @@ def _unfinished(opening: str) -> str:
     return f"cannot read {opening!r}"
 
 
+class _Parser(DuckDBParser):
+    """DuckDB's parser that also reads a PIVOT or UNPIVOT statement as a CREATE VIEW's query
+    (sqlglot reads one only as a statement or a parenthesized FROM item), and aliases in a
+    PIVOT statement's IN lists (``ON k IN (1 AS one, 2)``), as DuckDB does."""
+
+    def _parse_ddl_select(self) -> exp.Expression | None:
+        if self._match_set((TokenType.PIVOT, TokenType.UNPIVOT)):
+            unpivot = self._prev.token_type == TokenType.UNPIVOT
+            return self._parse_simplified_pivot(is_unpivot=unpivot)
+        return super()._parse_ddl_select()
+
+    def _parse_in(self, this: exp.Expression | None, alias: bool = False) -> exp.In:
+        if self._pivot_on and self._match(TokenType.L_PAREN, advance=False):
+            start = self._index
+            self._advance()
+            values = self._parse_csv(self._parse_pivot_value)
+            if self._match(TokenType.R_PAREN):
+                return self.expression(exp.In(this=this, expressions=values))
+            self._retreat(start)
+        return super()._parse_in(this, alias)
+
+    _pivot_on = False
+
+    def _parse_pivot_value(self) -> exp.Expression | None:
+        value = self._parse_bitwise()
+        if value is not None and self._match(TokenType.ALIAS):
+            name = self._parse_id_var(any_token=True)
+            return self.expression(exp.PivotAlias(this=value, alias=name))
+        return value
+
+    def _parse_simplified_pivot(self, is_unpivot: bool | None = None) -> exp.Pivot:
+        self._pivot_on = True
+        try:
+            return super()._parse_simplified_pivot(is_unpivot)
+        finally:
+            self._pivot_on = False
+
+
 def parse_tokens(tokens: list[Token], text: str, origin: Origin = TEXT_START) -> exp.Expression:
     """Parse the tokens of one statement of ``text`` (offsets in ``text``)."""
-    parser = DuckDB().parser(error_message_context=len(text) + 1)
+    parser = _Parser(dialect=DuckDB(), error_message_context=len(text) + 1)
     try:
         with quiet():
             trees = parser.parse(tokens, text)

@@ -8,6 +8,10 @@ Each view has a *manifest* (``storage.manifest``): the state it keeps, as the
 engine that wrote it described it. A reopening session compares it with what
 the engine plans today before any state is used.
 
+The DuckDB settings a view's SQL evaluates under (``storage.settings``) are
+recorded in their own table when the state is created, or when a version that
+records them first opens older state.
+
 Format 1 (no manifests) is upgraded in place to format 2 once the session has
 accepted it (``upgrade``, in the transaction that rebuilds its views, which
 have no manifest); a session that refuses it leaves it untouched.
@@ -34,6 +38,8 @@ UPGRADABLE = frozenset({1})
 META = "__ivm_meta"
 ENTRIES = "__ivm_catalog"
 MANIFESTS = "__ivm_manifest"
+SETTINGS = "__ivm_settings"
+"""The DuckDB settings recorded with the state (``storage.settings``), one row each."""
 MODE = "__ivm_mode"
 """Present only for Spark-mode state: the mode and the partition count fixed at creation."""
 
@@ -103,8 +109,11 @@ class Catalog:
         every entry and manifest): equal signatures, same tables, views and epoch."""
         parts = [self.con.execute(f"SELECT * FROM {META}").fetchall(),
                  self.con.execute(f"SELECT * FROM {ENTRIES} ORDER BY seq").fetchall()]
-        if MANIFESTS in _tables(self.con):
+        tables = _tables(self.con)
+        if MANIFESTS in tables:
             parts.append(self.con.execute(f"SELECT * FROM {MANIFESTS} ORDER BY name").fetchall())
+        if SETTINGS in tables:
+            parts.append(self.con.execute(f"SELECT * FROM {SETTINGS} ORDER BY name").fetchall())
         return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
 
     def add(self, kind: str, name: str, definition: str) -> None:
@@ -147,6 +156,29 @@ class Catalog:
         self.con.execute(
             f"INSERT INTO {MANIFESTS} VALUES (?, ?)", [name, manifest.to_json()]
         ).fetchall()
+
+    def settings(self) -> dict[str, str] | None:
+        """The DuckDB settings recorded with the state (None: none were, older state)."""
+        if SETTINGS not in _tables(self.con):
+            return None
+        rows = self.con.execute(f"SELECT name, value FROM {SETTINGS} ORDER BY name").fetchall()
+        return {str(name): str(value) for name, value in rows}
+
+    def record_settings(self, settings: dict[str, str]) -> None:
+        """Record ``settings`` with the state, in a transaction of its own (at open, before
+        anything else is read or written)."""
+        self.con.execute("BEGIN TRANSACTION").fetchall()
+        try:
+            self.con.execute(
+                f"CREATE TABLE IF NOT EXISTS {SETTINGS} (name VARCHAR, value VARCHAR)"
+            ).fetchall()
+            self.con.execute(f"DELETE FROM {SETTINGS}").fetchall()
+            for name, value in sorted(settings.items()):
+                self.con.execute(f"INSERT INTO {SETTINGS} VALUES (?, ?)", [name, value]).fetchall()
+            self.con.execute("COMMIT").fetchall()
+        except BaseException:
+            self.con.execute("ROLLBACK").fetchall()
+            raise
 
     def mode(self) -> tuple[str, int] | None:
         """("spark", partitions) for Spark-mode state; None for embedded state."""

@@ -409,12 +409,13 @@ VALID_SQL = {
                "QUALIFY row_number() OVER (PARTITION BY customer ORDER BY amount DESC, id) = 1",
     "distinct_on": "SELECT DISTINCT ON (customer) customer, id, qty FROM orders "
                    "ORDER BY customer, qty DESC, id",
+    "lateral_values": "SELECT o.id, t.x FROM orders o, (VALUES (o.id), (o.qty)) AS t(x)",
 }
 """Valid SQL ivm must maintain: each case runs a random workload and must not be refused."""
 
 REFUSED_SQL = {
-    "lateral_values": ("SELECT o.id, t.x FROM orders o, (VALUES (o.id)) AS t(x)",
-                       "column reference in VALUES"),
+    "pivot_without_in": ("PIVOT orders ON customer USING sum(qty)",
+                         "PIVOT without an IN list"),
 }
 """Valid SQL ivm refuses (for now), with the construct its UnsupportedSQL must name."""
 

@@ -2,8 +2,10 @@
 
 One ``ingest`` is one epoch inside one transaction (``Session.ingest``): each
 table's batch is normalized to a Z-set and consolidated (``upsert`` turns an
-insert of an existing key into a replacement), checked against the rows it
-touches (``ivm.execution.constraints``), then every view reading a changed
+insert of an existing key into a replacement), its deletes resolved to the
+stored rows they take out and checked against the rows it touches
+(``ivm.execution.constraints``; the table's row index vouches for most batches
+without reading the table), then every view reading a changed
 table or view computes its change in creation order, and only then is
 anything appended to state, so every delta rule reads integrals from before
 the epoch. A view failing on the batch's data raises an ``ExecutionError``
@@ -21,8 +23,9 @@ import duckdb
 import pyarrow as pa
 
 from ivm.errors import ExecutionError, IterationLimitError, IvmError, SchemaError
-from ivm.execution.constraints import check_change, upsert_sql
+from ivm.execution.constraints import resolve_change, upsert_sql
 from ivm.execution.embedded import EpochRunner, run_sql
+from ivm.execution.exact import consolidate_exact_sql
 from ivm.execution.profile import OUTPUT
 from ivm.execution.row_index import Change, RowIndex, hash_columns_sql
 from ivm.plan.sql import W, column_list, consolidate_sql
@@ -150,7 +153,8 @@ class Ingest(_Base):
 
         A batch whose rows are each there once (its hashes say so) is read where it is,
         registered with DuckDB until the epoch ends; any other batch (and any upsert) is
-        consolidated into a scratch table first.
+        consolidated into a scratch table first. Without ``check`` (replaying an epoch),
+        deletes are still resolved to the stored rows, as the epoch did.
         """
         changes: dict[str, str] = {}
         for name, batch in batches.items():
@@ -165,9 +169,7 @@ class Ingest(_Base):
                 hashes = Change.read(self.con, hashed)
             if hashes is None or not hashes.consolidated():
                 rows, hashes = self._consolidated(table, registered, upsert)
-            changes[name] = rows
-            if check:
-                self._check(table, hashes, rows)
+            changes[name] = self._checked(table, hashes, rows, check)
         return changes
 
     def _consolidated(
@@ -176,7 +178,7 @@ class Ingest(_Base):
         """The batch consolidated into the table's scratch change table (an upsert's
         inserts retracting the rows they replace): SQL reading it, and its hashes."""
         change = self.names.change(table.name)
-        source = consolidate_sql(f"SELECT * FROM {registered}", table.schema.names)
+        source = consolidate_exact_sql(f"SELECT * FROM {registered}", table.schema)
         if upsert and table.primary_key:
             source = upsert_sql(table, source, self.names.relation_trace(table.name))
         self.con.execute(
@@ -191,16 +193,32 @@ class Ingest(_Base):
             self.con.unregister(registered)
         self._registered_batches.clear()
 
-    def _check(self, table: TableSchema, hashes: Change, rows: str) -> None:
-        """ConstraintError unless the change ``rows`` keeps the table's rules (API.md):
-        through the table's row index, or exactly in SQL where the index cannot vouch."""
+    def _checked(self, table: TableSchema, hashes: Change, rows: str, check: bool) -> str:
+        """The change ``rows`` as it applies to the stored rows (SQL reading it); with
+        ``check``, ConstraintError unless it keeps the table's rules (API.md).
+
+        The table's row index vouches for a change whose deletes are each byte for byte a
+        live row and which keeps the rules: it applies as it is. Any other change is
+        resolved to the stored rows and checked exactly in SQL (one read of the rows it
+        touches), and the index follows the resolved change.
+        """
         index = self._row_index(table)
         if index.accepts(hashes):
-            self.on_commit.append(lambda: self._index_applied(table.name, index, hashes))
-            return
-        check_change(self.con, table, rows, self.names.relation_trace(table.name))
-        # It passed: the index was misled by a hash collision. Rebuild it after the epoch.
-        self.on_commit.append(lambda: self.row_indexes.pop(table.name, None))
+            if check:
+                self.on_commit.append(lambda: self._index_applied(table.name, index, hashes))
+            return rows
+        into = self.names.scratch(table.name, "ingest", "resolved")
+        resolved = resolve_change(
+            self.con, table, rows, self.names.relation_trace(table.name), into,
+            self.names.scratch(table.name, "ingest", "touched"), check=check,
+        )
+        if check:
+            exact = Change.read(self.con, f"SELECT {hash_columns_sql(table)}, {W} FROM {into}")
+            if index.accepts(exact):
+                self.on_commit.append(lambda: self._index_applied(table.name, index, exact))
+            else:  # it passed: the index was misled by a hash collision; rebuild it
+                self.on_commit.append(lambda: self.row_indexes.pop(table.name, None))
+        return resolved
 
     def _row_index(self, table: TableSchema) -> RowIndex:
         """The table's row index, built from its trace at first use."""

@@ -54,7 +54,7 @@ from ivm.views.diagnose import ViewFailed
 from ivm.views.explaining import explain_text
 from ivm.views.ingest import Ingest
 from ivm.views.saved_indexes import SavedIndexes
-from ivm.views.state_file import claim, open_state, release
+from ivm.views.state_file import claim, open_state, release, settle_settings
 from ivm.views.table_codec import table_from_json
 from ivm.views.transaction import Transaction
 from ivm.views.view_state import ViewState
@@ -65,7 +65,8 @@ PLAN_CHANGE_POLICIES = ("rebuild", "refuse")
 @guarded
 def connect(path: str | os.PathLike[str] | None = None, *, spark: Any = None,
             partitions: int | None = None, on_plan_change: str = "rebuild",
-            iteration_limit: int | None = None) -> Session:
+            iteration_limit: int | None = None,
+            settings: Mapping[str, str] | None = None) -> Session:
     """Open a session (API.md): in memory, or persistent state in directory ``path``
     (``path/ivm.duckdb``, and the indexes a clean close saved beside it for the next open).
 
@@ -77,18 +78,19 @@ def connect(path: str | os.PathLike[str] | None = None, *, spark: Any = None,
     (the default) rebuilds that view from its inputs with an ``ivm.IvmWarning``;
     ``"refuse"`` raises ``StateError`` naming the view. ``iteration_limit=`` (None:
     the default, 1000) bounds the iterations a recursive view may take in one epoch
-    (``Session.iteration_limit``, settable later).
+    (``Session.iteration_limit``, settable later). ``settings={"TimeZone": "UTC"}``: the
+    DuckDB settings new state records, applied at every open (``db.settings``).
     """
     if on_plan_change not in PLAN_CHANGE_POLICIES:
         raise IvmError(f"on_plan_change must be 'rebuild' or 'refuse', not {on_plan_change!r}")
     if spark is not None:
         from ivm.views.spark.session import SparkModeSession  # imports pyspark: only when asked
 
-        session: Session = SparkModeSession(path, spark, partitions, on_plan_change)
+        session: Session = SparkModeSession(path, spark, partitions, on_plan_change, settings)
     elif partitions is not None:
         raise IvmError("partitions= applies to Spark mode only: pass spark= as well")
     else:
-        session = Session(path, on_plan_change)
+        session = Session(path, on_plan_change, settings)
     try:
         if iteration_limit is not None:
             session.iteration_limit = iteration_limit
@@ -107,7 +109,8 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
         guard_public(cls)
 
     def __init__(
-        self, path: str | os.PathLike[str] | None = None, on_plan_change: str = "rebuild"
+        self, path: str | os.PathLike[str] | None = None, on_plan_change: str = "rebuild",
+        settings: Mapping[str, str] | None = None,
     ) -> None:
         self.path = Path(path) if path is not None else None
         self._state_file = claim(self.path)
@@ -146,6 +149,7 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
             except CatalogError as error:
                 raise StateError(f"state at {self.path}: {error}") from error
             self._check_mode()
+            self.settings = settle_settings(self.con, self.catalog, settings, self.path)
             self._load()
             self._opened()
             self._ready = True

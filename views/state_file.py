@@ -6,15 +6,22 @@ in-memory indexes saved for the next open (``<state file>.memory/``, see
 ``ivm.storage.snapshots``). One process may hold a DuckDB file
 read-write, and DuckDB would silently share one file between two connections
 of the same process, so a second session of the same state is refused.
+
+The DuckDB settings a view's SQL evaluates under are kept with the state and
+given to the session's connection when it opens (``settle_settings``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 import duckdb
 
-from ivm.errors import StateError
+from ivm.errors import IvmError, StateError
+from ivm.storage.catalog import Catalog
+from ivm.storage.settings import SettingsError, applied, apply, canonical, current
 
 STATE_FILE = "ivm.duckdb"
 
@@ -48,3 +55,41 @@ def open_state(file: Path | None) -> duckdb.DuckDBPyConnection:
         return duckdb.connect(str(file))
     except (OSError, duckdb.Error) as error:
         raise StateError(f"cannot open state at {file}: {error}") from error
+
+
+def settle_settings(
+    con: duckdb.DuckDBPyConnection,
+    catalog: Catalog,
+    requested: Mapping[str, object] | None,
+    where: object,
+) -> Mapping[str, str]:
+    """Give ``con`` the DuckDB settings the state evaluates under (``ivm.storage.settings``)
+    and return them (read-only: ``Session.settings``).
+
+    State that records them gets its recorded values, whatever this process's ``TZ``;
+    a ``requested`` value other than the recorded one is a StateError. New state, and
+    state of a version that recorded none (or fewer), records this connection's values,
+    ``requested`` ones over them.
+    """
+    if requested is not None and not isinstance(requested, Mapping):
+        raise IvmError(f"settings= takes a dict of setting names to values, not {requested!r}")
+    try:
+        chosen = applied(con, canonical(requested or {}))  # as DuckDB spells each value
+    except SettingsError as error:
+        raise IvmError(f"settings=: {error}") from None
+    recorded = catalog.settings() or {}
+    conflicts = [f"{n}={recorded[n]!r}" for n, v in chosen.items() if recorded.get(n, v) != v]
+    if conflicts:
+        raise StateError(
+            f"state at {where} evaluates its views under {', '.join(conflicts)}, fixed when it "
+            "was created: open it without settings= (its recorded settings apply), or create "
+            "new state to use other ones"
+        )
+    own = current(con)
+    settings = {n: v for n, v in recorded.items() if n in own}  # this DuckDB's settings only
+    apply(con, settings)
+    missing = {n: v for n, v in own.items() if n not in recorded}
+    if missing:
+        settings.update(missing)
+        catalog.record_settings({**recorded, **missing})
+    return MappingProxyType(settings)

@@ -6,7 +6,8 @@ j" into one relational expression over the tagged rows ⊎ⱼ Wⱼ × {j}: every
 that reads the recursion carries ``__ivm_iter`` through, so rows of different
 iterations never meet:
 
-* filters, projections, UNION ALL, DISTINCT, guards: ``__ivm_iter`` is one more column;
+* filters, projections, flat maps, UNION ALL, DISTINCT, guards: ``__ivm_iter`` is one
+  more column;
 * a join of several tagged inputs also equates their ``__ivm_iter`` (Wⱼ ⋈ Wⱼ, never
   Wⱼ ⋈ Wₖ); an untagged input (an import) joins every iteration alike;
 * GROUP BY groups by ``__ivm_iter`` too; INTERSECT / EXCEPT and bag difference need
@@ -27,6 +28,7 @@ from ivm.operators.aggregate import Aggregate
 from ivm.operators.difference import Difference
 from ivm.operators.distinct import Distinct
 from ivm.operators.filter import Filter
+from ivm.operators.flat_map import FlatMap
 from ivm.operators.guard import Guard
 from ivm.operators.join import Join
 from ivm.operators.project import Project
@@ -80,6 +82,8 @@ def _tag(node: Plan, inputs: list[tuple[Plan, bool]]) -> tuple[Plan, bool]:
         return Project(schema=schema, input=children[0], exprs=exprs), True
     if isinstance(node, Join):
         return _join(node, children, tags), True
+    if isinstance(node, FlatMap):
+        return _flat_map(node, children[0]), True
     if isinstance(node, Aggregate):
         return _aggregate(node, children[0]), True
     if isinstance(node, (UnionAll, SetOperation, Difference)):
@@ -110,6 +114,16 @@ def _join(node: Join, children: list[Plan], tags: list[bool]) -> Plan:
     joined = Join(schema=Schema(columns), relations=tuple(relations), condition=condition)
     exprs = tuple((c, column(c)) for c in node.schema.names) + ((ITER, column(names[0])),)
     return Project(schema=tagged_schema(node.schema), input=joined, exprs=exprs)
+
+
+def _flat_map(node: FlatMap, child: Plan) -> Plan:
+    """The flat map of the tagged rows (each row's expansion keeps its iteration), the
+    iteration moved after the expansion's columns."""
+    width = len(node.input.schema)
+    expanded = Schema((*child.schema.columns, *node.schema.columns[width:]))
+    flat = dataclasses.replace(node.with_children([child]), schema=expanded)
+    exprs = tuple((c, column(c)) for c in node.schema.names) + ((ITER, column(ITER)),)
+    return Project(schema=tagged_schema(node.schema), input=flat, exprs=exprs)
 
 
 def _aggregate(node: Aggregate, child: Plan) -> Plan:

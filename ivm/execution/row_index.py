@@ -6,10 +6,12 @@ a scan of every row at every epoch (≈10 ms per million rows, ≈0.8 s for a
 null-safe 16-column join on TPC-H's 6M lineitems). Here each base table keeps
 in memory one *entry* per distinct live row:
 
-* its *key hash*: DuckDB's ``hash`` of the primary key's columns, or of the
-  whole row for a table without a key;
-* its *row hash*: the whole row's hash (without a key: the columns hashed in
-  reverse order, a second fingerprint of the row);
+* its *key hash*: DuckDB's ``hash`` of the primary key's columns (equal keys,
+  as DuckDB compares them, hash alike), or for a table without a key the whole
+  row's *exact* hash (``ivm.execution.exact``: values DuckDB calls equal but that
+  are not identical, as ``-0.0`` and ``0.0``, hash apart);
+* its *row hash*: the whole row's exact hash (without a key: another one, of its
+  terms in reverse order, a second fingerprint of the row);
 * its live count (copies; always 1 for a keyed table).
 
 Entries are sorted by key hash in three levels, a large *base*, a *middle*
@@ -29,10 +31,15 @@ The index is a filter, exact in one direction:
   again by the exact SQL rule (``ivm.execution.constraints``), which raises the
   error, or passes when the flag came from a hash collision (the index is then
   rebuilt from the trace);
-* a change it passes is accepted. That is wrong only if a deleted row that is
-  not there has the same hashes as a live row: for a keyed table, the same key
-  and a row hash equal to that key's live row's (chance 2⁻⁶⁴ per delete); for a
-  table without a key, both hashes equal to some live row's.
+* a change it passes is accepted as it is. That is wrong only if a deleted row
+  that is not byte for byte a live row has the same hashes as one: for a keyed
+  table, the same key and a row hash equal to that key's live row's (chance 2⁻⁶⁴
+  per delete); for a table without a key, both hashes equal to some live row's.
+
+A delete equal to a live row but not identical to it (``-0.0`` for ``0.0``) is
+flagged too: the exact path then resolves it to the stored row
+(``ivm.execution.constraints.resolve_change``), and the index follows the
+resolved change.
 
 It is built from the trace at first use (one GROUP BY over the hashes) and
 changed only after the epoch that checked a change commits.
@@ -46,6 +53,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from ivm.execution.exact import exact_hash_sql
 from ivm.plan.sql import W, column_list
 from ivm.schema import TableSchema
 
@@ -58,7 +66,7 @@ this many entries…"""
 LEVEL_FRACTIONS = (1 / 8, 1 / 64)
 """…and more than this fraction of the base's entries: the middle level's, then the
 tail's. Each epoch rewrites the tail (O(tail)); a merge rewrites the level below."""
-ARRAYS_FORMAT = 1
+ARRAYS_FORMAT = 2
 """The layout of ``RowIndex.to_arrays`` (with the hashes' SQL above): bump it when either
 changes, so that saved indexes of the old layout are built again instead."""
 WRITABLE = frozenset(f"{i}.counts" for i in range(len(LEVEL_FRACTIONS) + 1))
@@ -67,13 +75,13 @@ WRITABLE = frozenset(f"{i}.counts" for i in range(len(LEVEL_FRACTIONS) + 1))
 
 def hash_columns_sql(table: TableSchema, alias: str = "") -> str:
     """SQL of ``table``'s key hash and row hash (as ``__ivm_kh``, ``__ivm_rh``) of a row."""
-    names = table.schema.names
+    columns = table.schema.columns
     if table.primary_key:
         key = f"hash({column_list(table.primary_key, alias)})"
-        row = f"hash({column_list(names, alias)})"
+        row = exact_hash_sql(columns, alias)
     else:
-        key = f"hash({column_list(names, alias)})"
-        row = f"hash({column_list(list(reversed(names)), alias)}, {len(names)})"
+        key = exact_hash_sql(columns, alias)
+        row = exact_hash_sql(columns, alias, reverse=True)
     return f"{key} AS {KEY_HASH}, {row} AS {ROW_HASH}"
 
 

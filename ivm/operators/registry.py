@@ -16,6 +16,7 @@ from ivm.operators.difference import Difference, DifferenceOperator
 from ivm.operators.distinct import Distinct, IncrementalDistinct
 from ivm.operators.distinct_on import DistinctOn, FirstPerKey
 from ivm.operators.filter import Filter, FilterOperator
+from ivm.operators.flat_map import FlatMap, FlatMapOperator
 from ivm.operators.group_recompute import GroupRecompute
 from ivm.operators.guard import Guard, IncrementalGuard
 from ivm.operators.invertible_aggregate import InvertibleAggregate
@@ -76,6 +77,7 @@ REGISTRY: Mapping[type[Plan], Factory] = {
     SetOperation: _plain(IncrementalSetOperation),
     Guard: _plain(IncrementalGuard),
     Values: _plain(Constant),
+    FlatMap: _plain(FlatMapOperator),
     TopK: _plain(IncrementalTopK),
     Arrange: _plain(Arrangement),
     Window: _plain(WindowOperator),

@@ -1,5 +1,6 @@
 """FROM and joins: each source renamed ``alias.column``, joins of any number of sources one
-``Join`` (planned later as a delta query)."""
+``Join`` (planned later as a delta query); table functions and LATERAL subqueries joined
+to what comes before them (``lateral``); no FROM at all, the one-row relation."""
 
 from __future__ import annotations
 
@@ -13,18 +14,23 @@ from ivm.plan.node import Plan
 from ivm.schema import Schema
 from ivm.sql_frontend.planner.asof_joins import asof_join
 from ivm.sql_frontend.planner.context import Context, Scope
+from ivm.sql_frontend.planner.lateral import (
+    is_lateral_item,
+    lateral_join,
+    reads_tables,
+    standalone,
+)
 from ivm.sql_frontend.planner.naming import ref, rename_columns
 from ivm.sql_frontend.planner.outer_joins import SIDES, outer_join, semi_or_anti
 from ivm.sql_frontend.planner.temporal_joins import is_temporal_join, temporal_join
-from ivm.sql_frontend.planner.values import plan_values
+from ivm.sql_frontend.planner.values import plan_values, unit
 
 
 def plan_from(ctx: Context, node: exp.Select, scope: Scope) -> Plan:
     """The FROM clause of ``node`` with its joins."""
     from_ = node.args.get("from_") or node.args.get("from")
-    if from_ is None:
-        construct = ctx.locator.describe("SELECT without FROM", node)
-        raise UnsupportedSQL(f"{construct} is not supported")
+    if from_ is None:  # SELECT 1, 'a': one row
+        return unit(ctx)
     return plan_joins(ctx, from_.this, node.args.get("joins") or [], scope)
 
 
@@ -39,6 +45,13 @@ def plan_joins(
     relations = [plan_source(ctx, first, scope)]
     conditions: list[exp.Expression] = []
     for join in joins:
+        if is_lateral_item(join.this):
+            left = _inner(ctx, relations, conditions)
+            joined = lateral_join(ctx, join, left, scope)
+            if joined is not None:
+                relations, conditions = [joined], []
+                continue
+            relations, conditions = [left], []
         right = plan_source(ctx, join.this, scope)
         on = join.args.get("on")
         condition = rename_columns(on) if on is not None else None
@@ -76,6 +89,10 @@ def _inner(ctx: Context, relations: list[Plan], conditions: list[exp.Expression]
 def plan_source(ctx: Context, node: exp.Expression, scope: Scope) -> Plan:
     """A FROM item as a plan whose columns are named ``alias.column``."""
     alias = node.alias_or_name
+    if isinstance(node, exp.Lateral) and reads_tables(node):  # nothing before it to read
+        node = exp.Subquery(this=node.this.this, alias=node.args.get("alias"))
+    elif is_lateral_item(node):  # its columns are named alias.column already
+        return standalone(ctx, node)
     if isinstance(node, exp.Table):
         inner = _table(ctx, node, scope)
     elif isinstance(node, exp.Subquery) and _is_join_tree(node.this):

@@ -25,6 +25,7 @@ from ivm.sql_frontend.planner.grouping_sets import grouping_sets
 from ivm.sql_frontend.planner.naming import ref, rename_columns, unique_names
 from ivm.sql_frontend.planner.subqueries import has_subquery, plan_where, with_values
 from ivm.sql_frontend.planner.top_k import limited, ordering_of
+from ivm.sql_frontend.planner.unnest_select import unnest_outputs
 from ivm.sql_frontend.planner.where_pushdown import push_where
 from ivm.sql_frontend.planner.windows import distinct_on, plan_windows, window_operands
 
@@ -70,6 +71,7 @@ def plan_select(ctx: Context, node: exp.Select, scope: Scope) -> Plan:
                 plan, e = with_values(ctx, plan, e, scope)
             outputs.append((name, rename_columns(e)))
     plan, outputs = plan_windows(ctx, node, plan, outputs)
+    plan, outputs = unnest_outputs(ctx, node, plan, outputs)
     names = unique_names([name for name, _ in outputs])
     exprs = tuple((name, e) for name, (_, e) in zip(names, outputs, strict=True))
     plan = ctx.typed(Project(schema=plan.schema, input=plan, exprs=exprs))

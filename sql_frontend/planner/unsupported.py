@@ -16,14 +16,13 @@ from ivm.sql_frontend.planner.aggregate_calls import (
     is_pick_call,
     take_apart,
 )
+from ivm.sql_frontend.planner.table_functions import check_table_function, function_of
 from ivm.sql_frontend.planner.temporal_joins import is_temporal_join
 from ivm.sql_frontend.planner.values import check_values
 from ivm.sql_frontend.planner.windows import check_window
 from ivm.sql_frontend.positions import Locator
 
 UNSUPPORTED_NODES: dict[type[exp.Expression], str] = {
-    exp.Lateral: "LATERAL",
-    exp.Unnest: "UNNEST",
     exp.Pivot: "PIVOT",
 }
 """Constructs refused wherever they appear."""
@@ -55,6 +54,8 @@ def reject_unsupported(tree: exp.Expression, locator: Locator) -> None:
             _check_using_chain(node, locator)
         if isinstance(node, exp.Table):
             _check_table(node, locator)
+        if isinstance(node, exp.Unnest):
+            check_table_function(node, locator)
         if isinstance(node, exp.Values):
             check_values(node, locator)
         if isinstance(node, exp.Window):
@@ -108,5 +109,6 @@ def _check_table(table: exp.Table, locator: Locator) -> None:
             f"{locator.describe('FOR SYSTEM_TIME AS OF', version)} is supported only as "
             "[LEFT] JOIN r FOR SYSTEM_TIME AS OF PROCTIME() (a processing-time temporal join)"
         )
-    if not isinstance(table.this, exp.Identifier):
+    if not isinstance(table.this, exp.Identifier) and function_of(table) is None:
         raise UnsupportedSQL(f"{locator.describe('table function', table.this)} is not supported")
+    check_table_function(table, locator)

@@ -1,5 +1,6 @@
 """VALUES lists: constant relations (``ivm.operators.values``) in FROM, joins, CTE bodies,
-set operands and subqueries, or as a whole query.
+set operands and subqueries, or as a whole query; and ``unit``, the one-row relation a
+SELECT without FROM reads.
 
 sqlglot names a VALUES list's unnamed columns ``_col_<i>`` and expands ``t(a)`` over a
 two-column list to ``a`` alone; DuckDB names them ``col<i>`` (``t(a)``: ``a, col1``).
@@ -49,11 +50,15 @@ def name_values_columns(tree: exp.Expression) -> exp.Expression:
 
 
 def check_values(node: exp.Values, locator: Locator) -> None:
-    """UnsupportedSQL for a VALUES list that is not constant: one reading columns of
-    another FROM item (a lateral VALUES) or holding a subquery."""
+    """UnsupportedSQL for a VALUES list ivm cannot maintain: one holding a subquery, or one
+    reading columns other than as a joined FROM item reading the items before it (a
+    lateral VALUES, ``FROM t, (VALUES (t.a), (t.b)) AS v(x)``: a flat map)."""
+    lateral = isinstance(node.parent, exp.Join)
     for row in rows_of(node):
         for value in row:
             found = value.find(exp.Column, exp.Query)
+            if isinstance(found, exp.Column) and lateral:
+                continue
             if isinstance(found, exp.Column):
                 construct = locator.describe("column reference in VALUES", found)
                 raise UnsupportedSQL(
@@ -76,3 +81,14 @@ def plan_values(ctx: Context, node: exp.Values) -> Plan:
         )
     schema = Schema(tuple(Column(n, "INTEGER") for n in names))  # typed by DuckDB below
     return ctx.typed(Values(schema=schema, rows=rows))
+
+
+UNIT_COLUMN = "__ivm_unit"
+
+
+def unit(ctx: Context) -> Plan:
+    """The relation of one row (a constant): what a SELECT without FROM reads (``SELECT 1,
+    'a'``), and what a table function with constant arguments expands. Its one column
+    (``__ivm_unit``, TRUE) is never a query's output."""
+    schema = Schema((Column(UNIT_COLUMN, "BOOLEAN"),))
+    return ctx.typed(Values(schema=schema, rows=((exp.true(),),)))

@@ -43,7 +43,9 @@ deletes of rows that are there (one of several copies, too), updates, empty
 batches, several tables in one atomic epoch, and "delete everything". Each
 table's change is sent in one of the four batch formats of API.md: a list of
 dicts, an Arrow table with ``__w`` (weights split into ±1/±2), a Debezium
-envelope, or a Delta change data feed.
+envelope, or a Delta change data feed. LIST and STRUCT columns need ``domains=``,
+their values given frozen (``freeze``: tuples, and tuples of (field, value) pairs), so
+that rows stay hashable; batches thaw them (``thaw``).
 
 Typical use, inside a hypothesis test::
 
@@ -278,8 +280,28 @@ class Epoch:
         printer.text(repr(self))
 
 
-def _dicts(spec: TableSpec, rows: Iterable[Row]) -> list[dict[str, Any]]:
-    return [dict(zip(spec.names, row, strict=True)) for row in rows]
+def _dicts(spec: TableSpec, rows: Iterable[Row], schema: pa.Schema | None = None
+           ) -> list[dict[str, Any]]:
+    """Rows as dicts; with ``schema``, LIST and STRUCT values thawed (``thaw``)."""
+    if schema is None:
+        return [dict(zip(spec.names, row, strict=True)) for row in rows]
+    types = [schema.field(n).type for n in spec.names]
+    return [{n: thaw(v, t) for n, v, t in zip(spec.names, row, types, strict=True)}
+            for row in rows]
+
+
+def thaw(value: Any, type_: pa.DataType) -> Any:
+    """The Python value Arrow reads for ``type_`` from a frozen one (``freeze``): LIST
+    values from tuples, STRUCT values from tuples of (field, value) pairs. Domains of
+    LIST and STRUCT columns are given frozen, so that rows stay hashable."""
+    if value is None:
+        return None
+    if pa.types.is_list(type_) or pa.types.is_large_list(type_):
+        return [thaw(v, type_.value_type) for v in value]
+    if pa.types.is_struct(type_):
+        fields = {type_.field(i).name: type_.field(i).type for i in range(type_.num_fields)}
+        return {k: thaw(v, fields[k]) for k, v in value}
+    return value
 
 
 def _shuffled_columns(table: pa.Table, rng: random.Random) -> pa.Table:
@@ -291,10 +313,11 @@ def _shuffled_columns(table: pa.Table, rng: random.Random) -> pa.Table:
 def _render_rows(change: TableChange, spec: TableSpec, schema: pa.Schema,
                  rng: random.Random) -> Any:
     if all(op[0] == "insert" for op in change.ops):
-        return _dicts(spec, (op[1] for op in change.ops))
+        return _dicts(spec, (op[1] for op in change.ops), schema)
     events = list(op_events(change.ops))
     return [dict(d, **{WEIGHT: w})
-            for d, (_, w) in zip(_dicts(spec, (r for r, _ in events)), events, strict=True)]
+            for d, (_, w) in zip(_dicts(spec, (r for r, _ in events), schema), events,
+                                 strict=True)]
 
 
 def _split(weight: int, rng: random.Random) -> list[int]:
@@ -320,7 +343,7 @@ def _render_weighted(change: TableChange, spec: TableSpec, schema: pa.Schema,
     weight_type = rng.choice((pa.int64(), pa.int32()))
     full = schema.append(pa.field(WEIGHT, weight_type))
     data = [dict(d, **{WEIGHT: w})
-            for d, (_, w) in zip(_dicts(spec, (r for r, _ in rows)), rows, strict=True)]
+            for d, (_, w) in zip(_dicts(spec, (r for r, _ in rows), schema), rows, strict=True)]
     return _shuffled_columns(pa.Table.from_pylist(data, schema=full), rng)
 
 
@@ -331,7 +354,7 @@ def _render_debezium(change: TableChange, spec: TableSpec, schema: pa.Schema,
     struct = pa.struct(fields)
     ops, before, after = [], [], []
     for op in change.ops:
-        old = dict(zip(spec.names, op[1], strict=True))
+        old = _dicts(spec, [op[1]], schema)[0]
         if op[0] == "insert":
             ops.append(rng.choice(("c", "r")))
             before.append(None)
@@ -343,7 +366,7 @@ def _render_debezium(change: TableChange, spec: TableSpec, schema: pa.Schema,
         else:
             ops.append("u")
             before.append(old)
-            after.append(dict(zip(spec.names, op[2], strict=True)))
+            after.append(_dicts(spec, [op[2]], schema)[0])
     table = pa.table({
         "op": pa.array(ops, pa.string()),
         "before": pa.array(before, struct),
@@ -366,7 +389,7 @@ def _render_delta(change: TableChange, spec: TableSpec, schema: pa.Schema,
         else:
             rows += [op[1], op[2]]
             kinds += ["update_preimage", "update_postimage"]
-    table = pa.Table.from_pylist(_dicts(spec, rows), schema=schema)
+    table = pa.Table.from_pylist(_dicts(spec, rows, schema), schema=schema)
     table = table.append_column("_change_type", pa.array(kinds, pa.string()))
     table = table.append_column("_commit_version", pa.array([7] * len(rows), pa.int64()))
     return _shuffled_columns(table, rng)
@@ -687,7 +710,9 @@ class Harness:
         cols = [quote(n) for n in spec.names]
         if deletes:
             data = pa.Table.from_pylist(
-                [dict(zip([*spec.names, "__n"], row, strict=True)) for row in deletes],
+                [dict(d, __n=row[-1]) for d, row in zip(
+                    _dicts(spec, [r[:-1] for r in deletes], self.schemas[change.table]),
+                    deletes, strict=True)],
                 schema=self.schemas[change.table].append(pa.field("__n", pa.int64())))
             match = " AND ".join(f"x.{c} IS NOT DISTINCT FROM d.{c}" for c in cols)
             self.oracle.register("__deletes", data)
@@ -703,7 +728,8 @@ class Harness:
             assert deleted == sum(row[-1] for row in deletes), (
                 f"harness bug: deleted {deleted} oracle rows, meant {sum(r[-1] for r in deletes)}")
         if inserts:
-            data = pa.Table.from_pylist(_dicts(spec, inserts), schema=self.schemas[change.table])
+            data = pa.Table.from_pylist(_dicts(spec, inserts, self.schemas[change.table]),
+                                        schema=self.schemas[change.table])
             self.oracle.register("__inserts", data)
             try:
                 self.oracle.execute(f"INSERT INTO {table} SELECT * FROM __inserts").fetchall()

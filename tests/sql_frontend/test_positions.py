@@ -89,7 +89,7 @@ def test_second_view_of_a_script_is_located_in_the_script(tables, describe, poin
          "FROM orders o", "SELECT MAX"),
         ("SELECT id, (customer, id) IN (SELECT name, 1 FROM customers) AS m FROM orders",
          "customer, id"),
-        ("SELECT o.id FROM orders o, (VALUES (o.id + 1)) t(x)", "o.id + 1"),
+        ("SELECT t.x FROM (VALUES (o.id + 1)) t(x), orders o", "o.id + 1"),
         ("SELECT a FROM (VALUES ((SELECT MAX(id) FROM orders))) t(a)", "(SELECT MAX"),
         ("WITH RECURSIVE r(x) USING KEY (x) AS (SELECT id FROM orders UNION "
          "SELECT x FROM r) SELECT x FROM r", "r(x) USING KEY"),
@@ -97,7 +97,8 @@ def test_second_view_of_a_script_is_located_in_the_script(tables, describe, poin
         ("SELECT id, current_date AS d FROM orders", "current_date"),
         ("SELECT id, random() AS d FROM orders", "random()"),
         ("SELECT id FROM orders FOR SYSTEM_TIME AS OF now()", "FOR SYSTEM_TIME"),
-        ("SELECT 1 AS x", "SELECT 1"),
+        ("PIVOT orders ON customer USING sum(amount)", "customer USING"),
+        ("SELECT * FROM orders o, generate_series(1, o.id) g, read_csv('x')", "read_csv"),
     ],
 )
 def test_unsupported_constructs_point_at_their_first_character(

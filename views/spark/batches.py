@@ -7,6 +7,7 @@ task, one Arrow batch at a time, turning them into the wire form stages read.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import duckdb
@@ -14,14 +15,19 @@ import pyarrow as pa
 
 from ivm.execution.spark.wire import arrow_schema, conform, to_wire_sql
 from ivm.schema import TableSchema
+from ivm.storage.settings import apply
 from ivm.views.batches import normalize_batch
 
 
-def normalize_task(table: TableSchema, arrow: pa.Schema, batches: Any) -> Any:
-    """Executor side of a Spark DataFrame batch: normalize each Arrow batch, then to the wire."""
+def normalize_task(
+    table: TableSchema, arrow: pa.Schema, settings: Mapping[str, str], batches: Any
+) -> Any:
+    """Executor side of a Spark DataFrame batch: normalize each Arrow batch, then to the wire
+    (under the DuckDB ``settings`` the state evaluates under, whatever the executor's ``TZ``)."""
     con = duckdb.connect()
     wire = arrow_schema(table.schema)
     try:
+        apply(con, settings)
         for batch in batches:
             change = normalize_batch(pa.Table.from_batches([batch]), table, arrow)
             if change.num_rows == 0:

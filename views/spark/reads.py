@@ -21,6 +21,7 @@ from ivm.execution.spark.spark_types import spark_struct
 from ivm.plan.sql import consolidate_sql, empty_relation, expand_sql
 from ivm.schema import Schema, quote
 from ivm.storage.partitions import partition_files
+from ivm.storage.settings import apply
 from ivm.views.session import check_read_query
 from ivm.views.spark.source import TRACE, has_contents
 
@@ -41,6 +42,7 @@ class SparkReads(_Base):
         name = self._known(name)
         con = duckdb.connect()
         try:
+            apply(con, self.settings)  # the state's, as the session's own connection
             self._attach(con, [name])
             return con.sql(f"SELECT * FROM {quote(name)}").to_arrow_table()
         finally:
@@ -52,6 +54,7 @@ class SparkReads(_Base):
         check_read_query(query)
         con = duckdb.connect()
         try:
+            apply(con, self.settings)  # the state's, as the session's own connection
             self._attach(con, [*self._tables, *self._views])
             return con.sql(query).to_arrow_table()
         except duckdb.Error as error:

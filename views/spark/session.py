@@ -34,6 +34,7 @@ import functools
 import os
 import shutil
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +69,6 @@ from ivm.storage.partitions import (
     view_directory,
     write_fence,
 )
-from ivm.storage.results import fetch_first
 from ivm.storage.sqltext import unquote
 from ivm.storage.traces import create_reader, create_trace
 from ivm.views.batches import normalize_batch
@@ -96,6 +96,7 @@ class SparkModeSession(SparkReads, Session):
         spark: PySparkSession,
         partitions: int | None = None,
         on_plan_change: str = "rebuild",
+        settings: Mapping[str, str] | None = None,
     ) -> None:
         if path is None:
             raise StateError(
@@ -111,7 +112,7 @@ class SparkModeSession(SparkReads, Session):
         # Stages by the circuit (or table schema) object they were cut from: a view
         # replaced or a DDL rolled back leaves a stale entry, never a wrong one.
         self._stages: dict[int, tuple[object, list[Stage]]] = {}
-        super().__init__(path, on_plan_change)
+        super().__init__(path, on_plan_change, settings)
 
     def _opened(self) -> None:
         """Recover partitions a dead driver left ahead, then rebuild and register."""
@@ -268,14 +269,13 @@ class SparkModeSession(SparkReads, Session):
     def _ticket(self, epoch: int, backfill: bool = False, upsert: bool = False) -> Ticket:
         """A ticket for a new ingest attempt (or backfill); only it may write from now on."""
         token = uuid.uuid4().hex
-        timezone = fetch_first(self.con, "SELECT current_setting('TimeZone')")
         return Ticket(
             epoch=epoch,
             committed=self.epoch,
             token=token,
             backfill=backfill,
             upsert=upsert,
-            timezone=str(timezone[0]) if timezone else "UTC",
+            settings=tuple(sorted(self.settings.items())),
             fence=str(write_fence(self.root, token)),
             iteration_limit=self.iteration_limit,
         )
@@ -292,7 +292,9 @@ class SparkModeSession(SparkReads, Session):
         if isinstance(batch, DataFrame):
             # Column names, change format and types are checked here, values on the executors.
             normalize_batch(to_arrow_schema(batch.schema).empty_table(), table, arrow)
-            return batch.mapInArrow(functools.partial(normalize_task, table, arrow), struct)
+            return batch.mapInArrow(
+                functools.partial(normalize_task, table, arrow, dict(self.settings)), struct
+            )
         change = normalize_batch(batch, table, arrow)
         if change.num_rows == 0:
             return None

@@ -24,8 +24,9 @@ import duckdb
 import pyarrow as pa
 
 from ivm.errors import ExecutionError, StateError
-from ivm.execution.constraints import check_change, upsert_sql
+from ivm.execution.constraints import resolve_change, upsert_sql
 from ivm.execution.embedded import DEFAULT_ITERATION_LIMIT, EpochRunner
+from ivm.execution.exact import consolidate_exact_sql
 from ivm.execution.failures import construct_of, sql_failure
 from ivm.execution.spark.stages import CONTENTS, Stage, input_name
 from ivm.execution.spark.wire import arrow_schema, conform, from_wire_sql, to_wire_sql
@@ -40,6 +41,7 @@ from ivm.storage.partitions import (
     compact_due,
     partition_file,
 )
+from ivm.storage.settings import apply
 from ivm.storage.traces import create_trace
 
 WIDE = "__ivm_wide"
@@ -54,7 +56,8 @@ class Ticket:
     token: str  # this ingest attempt (a retry of the same attempt re-emits)
     backfill: bool = False  # a new view: every partition runs, state starts empty
     upsert: bool = False  # table stages: an insert replaces the row with its key
-    timezone: str = "UTC"  # the driver's DuckDB TimeZone (TIMESTAMPTZ casts depend on it)
+    # The DuckDB settings the state evaluates under (TimeZone…: ``ivm.storage.settings``).
+    settings: tuple[tuple[str, str], ...] = ()
     fence: str | None = None  # file holding the token of the one ingest allowed to write
     iteration_limit: int = DEFAULT_ITERATION_LIMIT  # the session's, for recursive views
 
@@ -79,10 +82,10 @@ CONTENTS_TRACE = NAMES.relation_trace(CONTENTS)
 
 
 def configure(con: duckdb.DuckDBPyConnection, ticket: Ticket) -> None:
-    """Settings every task shares with the driver: its time zone, and one thread (Spark
-    already runs one task per core)."""
-    con.execute(f"SET TimeZone = '{ticket.timezone.replace(chr(39), chr(39) * 2)}'").fetchall()
-    con.execute("SET threads = 1").fetchall()
+    """Settings every task shares with the driver: those the state evaluates under (its
+    time zone…, whatever the executor's ``TZ``), and one thread (Spark already runs one
+    task per core)."""
+    apply(con, {**dict(ticket.settings), "threads": "1"})
 
 
 def check_fence(ticket: Ticket) -> None:
@@ -264,14 +267,17 @@ def _apply(
 def _checked_change(
     con: duckdb.DuckDBPyConnection, table: TableSchema, change: str, ticket: Ticket
 ) -> str:
-    """A table's change as it applies to the stored rows; ConstraintError if it cannot."""
-    change = consolidate_sql(change, table.schema.names)
+    """A table's change as it applies to the stored rows (its deletes resolved to them,
+    ``ivm.execution.constraints``); ConstraintError if it cannot."""
+    change = consolidate_exact_sql(change, table.schema)
     if ticket.upsert and table.primary_key:
         change = upsert_sql(table, change, CONTENTS_TRACE)
-    checked = quote("__ivm_checked")
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {checked} AS {change}").fetchall()
-    check_change(con, table, f"SELECT * FROM {checked}", CONTENTS_TRACE)
-    return f"SELECT * FROM {checked}"
+    consolidated = quote("__ivm_consolidated")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {consolidated} AS {change}").fetchall()
+    return resolve_change(
+        con, table, f"SELECT * FROM {consolidated}", CONTENTS_TRACE,
+        into=quote("__ivm_checked"), scratch=quote("__ivm_touched"),
+    )
 
 
 def _read_output(con: duckdb.DuckDBPyConnection, stage: Stage, schema: pa.Schema) -> pa.Table:

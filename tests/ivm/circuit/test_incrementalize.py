@@ -18,6 +18,7 @@ from ivm.operators.difference import Difference
 from ivm.operators.distinct import Distinct, IncrementalDistinct
 from ivm.operators.distinct_on import DistinctOn
 from ivm.operators.filter import Filter, FilterOperator
+from ivm.operators.flat_map import FlatMap
 from ivm.operators.group_recompute import GroupRecompute
 from ivm.operators.guard import Guard
 from ivm.operators.invertible_aggregate import InvertibleAggregate
@@ -113,7 +114,7 @@ def test_node_types_map_to_their_registered_operators():
         Scan, Filter, Project, UnionAll, Join, Aggregate, Distinct, SetOperation, Difference,
         Guard,
         Values, TopK, Arrange, Window, DistinctOn, Feedback, Imported, AsOfJoin,
-        Differentiate, TemporalJoin, Integrate, Product,
+        Differentiate, TemporalJoin, Integrate, Product, FlatMap,
     }
     assert circuit.output.node is root
 

@@ -1,0 +1,61 @@
+"""Values DuckDB calls equal that are not the same value, told apart.
+
+DuckDB's ``=``, ``GROUP BY`` and ``hash`` hold ``-0.0 = 0.0``, every NaN equal
+to every other (whatever its sign and payload) and ``INTERVAL '1 day' =
+INTERVAL '24 hours'``; yet ``CAST(d AS VARCHAR)``, ``1/d`` or ``ts + i`` evaluate
+differently on each. A base table holds the values it was given, byte for byte,
+so the rows a delete takes out are the stored ones (``ivm.execution.constraints``)
+and a table's changes are consolidated with such values kept apart.
+
+``exact_terms`` are SQL terms, per column, that are equal (null-safe) only for
+identical values: the column itself, plus for a float its bits when it is a zero
+or a NaN (``::BIT``, the only cast that reads them; ≈2 ns a value when only those
+are cast), and for an interval, or a nested value that may hold floats or
+intervals, its text. Types whose equal values are identical (integers, decimals
+of one scale, strings without a collation, timestamps…) need the column alone.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ivm.plan.sql import W, column_list
+from ivm.schema import Column, Schema, quote
+
+_FLOATS = frozenset({"FLOAT", "REAL", "FLOAT4", "DOUBLE", "FLOAT8"})
+_UNEXACT_WORDS = frozenset({*_FLOATS, "INTERVAL", "VARIANT"})
+"""Type words whose values may be equal without being identical (inside nested types too)."""
+
+
+def exact_terms(columns: Sequence[Column], alias: str = "") -> list[str]:
+    """SQL terms equal (as a tuple, NULL matching NULL) only for byte-identical rows."""
+    terms = []
+    for column in columns:
+        ref = f"{alias}.{quote(column.name)}" if alias else quote(column.name)
+        spelled = column.type.upper().strip()
+        terms.append(ref)
+        if spelled in _FLOATS:
+            terms.append(f"CASE WHEN isnan({ref}) OR {ref} = 0 THEN {ref}::BIT END")
+        elif _UNEXACT_WORDS & set(re.findall(r"[A-Z_0-9]+", spelled)):
+            terms.append(f"{ref}::VARCHAR")
+    return terms
+
+
+def exact_hash_sql(columns: Sequence[Column], alias: str = "", reverse: bool = False) -> str:
+    """A 64-bit hash of the row that tells apart values DuckDB calls equal (with
+    ``reverse``: another one, of the terms in reverse order and their count)."""
+    terms = exact_terms(columns, alias)
+    if reverse:
+        return f"hash({', '.join(reversed(terms))}, {len(terms)})"
+    return f"hash({', '.join(terms)})"
+
+
+def consolidate_exact_sql(source: str, schema: Schema) -> str:
+    """``source`` (``schema``'s columns and a weight) consolidated: the weights of
+    byte-identical rows summed, zeros dropped; rows DuckDB calls equal stay apart."""
+    groups = ", ".join(exact_terms(schema.columns))
+    return (
+        f"SELECT {column_list(schema.names)}, SUM({W})::BIGINT AS {W} FROM ({source}) AS __x "
+        f"GROUP BY {groups} HAVING SUM({W}) <> 0"
+    )
