@@ -9,7 +9,8 @@ them changed, took 19 s of CPU for ten-row tables.
 Split instead into two joins A ⋈ B whose change is ΔA ⋈ B(old) ⊎ A(new) ⋈ ΔB, each side
 split again: every level's change is computed once (``DeltaJoin._shared`` materializes
 a joined change), so an epoch's SQL holds O(n log n) input references instead of O(k·n),
-and no query joins more than about half the inputs. No state is added: each side's
+and no query joins more than about half the inputs. Parts of at most ``LEAF`` inputs stay
+delta queries. No state is added: each side's
 integral is read as the join of its inputs' integrals, as before.
 
 The split follows the equalities of the condition: both sides must stay connected (a
@@ -39,6 +40,10 @@ from ivm.schema import Schema
 
 WIDE = 12
 """Joins of more inputs than this are split (narrower ones plan fast as they are)."""
+
+LEAF = 3
+"""Parts of at most this many inputs are not split further (each level of the tree is a
+statement of its own per epoch, its change materialized: measured, 3 costs the least)."""
 
 
 def wide_joins(circuit: Circuit, partitioned: bool = False) -> Circuit:
@@ -123,7 +128,7 @@ class _Tree:
     def _split(self, members: list[int]) -> list[list[int]] | None:
         """Two connected parts of connected ``members``, as even as a spanning tree's edge
         cuts them; None when that is too uneven."""
-        if len(members) <= 3:
+        if len(members) <= LEAF:
             return None
         inside = set(members)
         parent: dict[int, int | None] = {members[0]: None}
