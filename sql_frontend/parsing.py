@@ -177,7 +177,7 @@ def parse_tokens(tokens: list[Token], text: str, origin: Origin = TEXT_START) ->
     except SqlglotError as error:  # anything else sqlglot refuses while parsing
         start = tokens[0].start if tokens else 0
         where = origin.advance(text, start)
-        raise SqlError(f"cannot parse SQL at {where}: {_plain(str(error))}") from error
+        raise SqlError(f"cannot parse SQL at {where}: {plain(str(error))}") from error
     trees = [t for t in trees if t is not None]
     if len(trees) != 1:
         where = origin.advance(text, tokens[0].start if tokens else 0)
@@ -216,7 +216,7 @@ def parse_error(
     entries = getattr(error, "errors", None) or []
     if not entries:
         start = tokens[0].start if tokens else 0
-        return SqlError(f"cannot parse SQL at {origin.advance(text, start)}: {_plain(str(error))}")
+        return SqlError(f"cannot parse SQL at {origin.advance(text, start)}: {plain(str(error))}")
     entry = entries[0]
     context = entry.get("start_context")
     if context is not None and len(context) <= len(text):
@@ -225,8 +225,8 @@ def parse_error(
     else:
         offset = _offset_of(text, entry.get("line") or 1, entry.get("col") or 1)
     where = origin.advance(text, offset)
-    description = _plain(entry.get("description") or str(error))
-    highlight = _plain(entry.get("highlight") or "")
+    description = plain(entry.get("description") or str(error))
+    highlight = plain(entry.get("highlight") or "")
     near = f" (near {highlight!r})" if highlight else ""
     return SqlError(f"cannot parse SQL at {where}: {description}{near}")
 
@@ -248,12 +248,14 @@ def _offset_of(text: str, line: int, column: int) -> int:
 
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 SQLGLOT_CLASS = re.compile(r"<class 'sqlglot\.[\w.]*?(\w+)'>")
+SQLGLOT_TOKEN = re.compile(r"<Token token_type: [\w.]+, text: (.*?), line: \d+.*?>")
 
 
-def _plain(message: str) -> str:
+def plain(message: str) -> str:
     """``message`` without terminal escape codes (sqlglot underlines with them) and with
-    sqlglot's class names short (``<class 'sqlglot.expressions.core.EQ'>`` → ``EQ``)."""
-    return SQLGLOT_CLASS.sub(r"\1", ANSI_ESCAPE.sub("", message))
+    sqlglot's class names short (``<class 'sqlglot.expressions.core.EQ'>`` → ``EQ``) and its
+    tokens as their text (``<Token token_type: TokenType.DISTINCT, text: distinct…>``)."""
+    return SQLGLOT_TOKEN.sub(r"'\1'", SQLGLOT_CLASS.sub(r"\1", ANSI_ESCAPE.sub("", message)))
 
 
 def _snippet(tree: exp.Expression) -> str:
