@@ -178,24 +178,20 @@ class Arrangements:
             [*(f"CAST({quote(n)} AS {t}) AS {quote(n)}" for n, t in columns),
              f"CAST({W} AS BIGINT) AS {W}"]
         )
-        hashes = [f"{hash_sql(k, '__a')} AS {key_hash(i)}" for i, k in enumerate(keys)]
-        staged = self._query(
-            f"SELECT __a.*, {', '.join(hashes)}, {row_hash_sql(names, '__a')} AS {ROW_HASH} "
-            f"FROM (SELECT {typed} FROM ({rows}) AS __r({aliases})) AS __a"
-        )
-        if staged.num_rows == 0:
-            return 0
+        hashes = [f"{hash_sql(k)} AS {key_hash(i)}" for i, k in enumerate(keys)]
         assert self._exporting, "appends to arranged traces run inside exporting()"
-        self.con.register("__ivm_append", staged)
+        # One statement: the rows go into the table and come back, as stored, with their
+        # hashes (DuckDB's RETURNING), for the arrangements once the epoch commits.
         try:
-            written = _written(
-                self.con,
-                f"INSERT INTO {table} SELECT {aliases} FROM __ivm_append",
-            )
-        finally:
-            self.con.unregister("__ivm_append")
-        self._pending.append(_Pending(table, keys, staged))
-        return written
+            returned = self.con.sql(
+                f"INSERT INTO {table} SELECT {typed} FROM ({rows}) AS __r({aliases}) "
+                f"RETURNING *, {', '.join(hashes)}, {row_hash_sql(names)} AS {ROW_HASH}"
+            ).to_arrow_table()
+        except duckdb.Error as error:
+            raise ExecutionError(f"appending to state failed: {error}") from error
+        if returned.num_rows:
+            self._pending.append(_Pending(table, keys, returned))
+        return returned.num_rows
 
     def committed(self) -> None:
         """The epoch committed: its appended rows go into the arrangements."""
