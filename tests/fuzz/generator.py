@@ -10,15 +10,17 @@ until DuckDB accepts one (the rejects are counted, never run).
 
 The queries avoid what DuckDB itself leaves to chance, since the oracle could not
 decide it: every LIMIT, DISTINCT ON and position-dependent window (ROW_NUMBER, LAG…)
-orders by every column it could tie on; a value computed from inexact doubles (AVG,
-SUM of DOUBLE, VAR…: type ``flt``) appears only in the top SELECT list, never in a
-comparison, a key, a set operation or a LIMIT's order (incremental sums round
+orders by every column it could tie on; after an ASOF join only the right side's columns
+in its condition are read (tied right rows differ in the others); a value computed from
+inexact doubles (AVG, SUM of DOUBLE, VAR…: type ``flt``) appears only in the top SELECT
+list, never in a comparison, a key, a set operation or a LIMIT's order (incremental sums round
 differently from a recomputation). No division, no cast that can fail.
 """
 
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass, field
 
 import duckdb
@@ -306,6 +308,9 @@ class Generator:
                     if corr := self.correlation(rscope, scope):
                         cond = f"{corr} AND {cond}"
                     sql += f" ASOF {self.pick(['', 'LEFT '])}JOIN {rsql} ON {cond}"
+                    # Of several right rows at the nearest time DuckDB takes any one: only
+                    # the columns the condition equates or compares are the same in all.
+                    rscope = [c for c in rscope if re.search(rf"{re.escape(c.ref)}\b", cond)]
             if kind not in ("CROSS JOIN", "ASOF"):
                 sql += f" {kind} {rsql} ON {self.join_condition(scope, rscope)}"
             if kind not in ("SEMI JOIN", "ANTI JOIN"):
