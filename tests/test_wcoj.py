@@ -8,11 +8,16 @@ keys appear, and every role of a self-joined table changes in one epoch.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle.harness import Epoch, Harness, run_workload
 from oracle.settings import RANDOM_CDC
+from oracle.spark import SPARK_PARTITIONS
+
+import ivm
 
 EDGES = "CREATE TABLE edges (src INTEGER, dst INTEGER)"
 R = "CREATE TABLE r (a INTEGER, b INTEGER, x VARCHAR)"
@@ -114,3 +119,57 @@ def test_an_edge_and_its_reverse_together() -> None:
         harness.apply(_edges((1, 2), (2, 1), (1, 1), op="delete"))
     finally:
         harness.close()
+
+
+# --- choosing the plan -----------------------------------------------------------------------
+
+PATH = "SELECT * FROM r JOIN s ON r.b = s.b JOIN t ON s.c = t.c"  # acyclic
+
+
+def test_the_plan_follows_the_option_and_the_hints() -> None:
+    with ivm.connect() as db:
+        db.execute(f"{EDGES}; {R}; {S}; {T}")
+        assert db.join_plan == "auto"
+        db.execute(f"CREATE VIEW auto_cyclic AS {TRIANGLE}; CREATE VIEW auto_path AS {PATH}")
+        hinted = TRIANGLE.replace("SELECT", "SELECT /*+ binary_join */", 1)
+        db.execute(f"CREATE VIEW hinted_binary AS {hinted}")
+        db.execute(f"CREATE VIEW hinted_wcoj AS {PATH.replace('SELECT', 'SELECT /*+ WCOJ */')}")
+        db.join_plan = "binary"
+        db.execute(f"CREATE VIEW option_binary AS {TRIANGLE}")
+        db.join_plan = "wcoj"
+        db.execute(f"CREATE VIEW option_wcoj AS {PATH}")
+        generic = {name: "WorstCaseOptimalJoin" in db.explain(name) for name in db.views}
+        assert generic == {"auto_cyclic": True, "auto_path": False, "hinted_binary": False,
+                           "hinted_wcoj": True, "option_binary": False, "option_wcoj": True}
+        db.ingest({"edges": [{"src": 1, "dst": 2}, {"src": 2, "dst": 3}, {"src": 1, "dst": 3}],
+                   "r": [{"a": 1, "b": 2, "x": "p"}], "s": [{"b": 2, "c": 3, "y": 1}],
+                   "t": [{"c": 3, "a": 1}]})
+        for name in db.views:
+            assert db.read(name).num_rows == 1, name
+        with pytest.raises(ivm.IvmError, match="join_plan must be one of"):
+            db.join_plan = "hash"
+
+
+def test_explain_shows_rules_and_roles() -> None:
+    with ivm.connect() as db:
+        db.execute(f"{EDGES}; CREATE VIEW tri AS {TRIANGLE}")
+        text = db.explain("tri")
+    assert "attribute order: A0, A1, A2" in text
+    assert text.count("rule Δin") == 3
+    assert "extend A2: count in1[e2.src, e2.dst] by [A1], in2[e3.src, e3.dst] by [A0]" in text
+    assert "the others validate (in1[e2.src, e2.dst] at [A1, A2]" in text
+
+
+# --- Spark mode: the same operator, on one partition -----------------------------------------
+
+@settings(RANDOM_CDC, max_examples=1)
+@given(data=st.data())
+def test_cyclic_joins_on_spark(data: st.DataObject, spark: Any,
+                               tmp_path_factory: pytest.TempPathFactory) -> None:
+    directory = tmp_path_factory.mktemp("spark-wcoj")
+    views = {"triangle": TRIANGLE, "rst_filtered": THREE_TABLES["rst_filtered"]}
+    run_workload([EDGES, R, S, T], views, data, epochs=3, max_ops=6, domains=DOMAINS,
+                 connect=lambda: ivm.connect(directory, spark=spark, partitions=SPARK_PARTITIONS))
+    with ivm.connect(directory, spark=spark) as db:
+        text = db.explain("triangle")
+    assert "WorstCaseOptimalJoin" in text and "partitioned: one place" in text

@@ -117,7 +117,8 @@ class JoinShape:
         return len(reached) == self.inputs
 
     def cyclic(self) -> bool:
-        """True when the GYO reduction leaves something: the hypergraph is cyclic."""
+        """True when the GYO reduction leaves something: the hypergraph is cyclic (an
+        empty hyperedge is dropped too)."""
         edges = [set(e) for e in self.edges()]
         changed = True
         while changed and edges:
@@ -127,6 +128,9 @@ class JoinShape:
                 if lonely:
                     edge -= lonely
                     changed = True
+            if any(not edge for edge in edges):
+                edges = [edge for edge in edges if edge]
+                changed = True
             for k, edge in enumerate(edges):
                 if any(edge <= other for m, other in enumerate(edges) if m != k):
                     del edges[k]
