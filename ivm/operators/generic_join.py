@@ -97,6 +97,7 @@ class GenericJoin(Operator):
                 if len(step.participants) < 2:
                     continue
                 for j, prefix in step.participants:
+                    prefix = self.key_of(j, prefix)
                     columns = tuple(self.shape.columns_of(j)[a] for a in prefix)
                     origin = _origin(self.inputs[j], columns)
                     if origin not in shared:
@@ -107,6 +108,22 @@ class GenericJoin(Operator):
                         shared[origin] = CountTrace(f"count{len(shared)}", j, columns, schema)
                     result[(j, prefix)] = shared[origin]
         return result
+
+    def key_of(self, j: int, attributes: Sequence[int]) -> tuple[int, ...]:
+        """``attributes`` in the order of their columns in input ``j`` (so every read of
+        one input by one set of columns uses one arrangement)."""
+        names = self.inputs[j].schema.names
+        columns = self.shape.columns_of(j)
+        return tuple(sorted(attributes, key=lambda a: names.index(columns[a])))
+
+    @cached_property
+    def attribute_only(self) -> tuple[bool, ...]:
+        """Per input: whether all its columns are join attributes (distinct columns): then
+        a (prefix, value) validated or proposed gives its rows there, and their weight."""
+        return tuple(
+            sorted(op.schema.names) == sorted(self.shape.columns_of(j).values())
+            for j, op in enumerate(self.inputs)
+        )
 
     # -- declarations ------------------------------------------------------------------------
 
@@ -190,13 +207,18 @@ class GenericJoin(Operator):
 
 
 class _RuleRun:
-    """One delta rule computed for one epoch (see the module docstring)."""
+    """One delta rule computed for one epoch (see the module docstring).
+
+    A *prefix relation* has a column ``__a<b>`` per bound attribute b and, per input
+    already *covered* (all its columns are attributes, every one bound, its rows' summed
+    weight there found while proposing or validating), that weight as ``__m<j>``."""
 
     def __init__(
         self, op: GenericJoin, run: Run, rule: Rule, deltas: Sequence[str | None]
     ) -> None:
         self.op, self.run, self.rule, self.deltas = op, run, rule, deltas
         self.shape = op.shape
+        self.covered: list[int] = []
 
     def output(self) -> str | None:
         """SQL of this rule's term, or None when no prefix survives."""
@@ -206,17 +228,16 @@ class _RuleRun:
         mine = self.shape.columns_of(i)
         select = ", ".join(f"{quote(mine[a])} AS {attr(a)}" for a in self.rule.bound)
         not_null = " AND ".join(f"{quote(mine[a])} IS NOT NULL" for a in self.rule.bound)
-        prefixes = self.run.materialize(
-            self.op, f"r{i}p", f"SELECT DISTINCT {select} FROM ({delta}) AS __d WHERE {not_null}"
-        )
+        prefixes = f"SELECT DISTINCT {select} FROM ({delta}) AS __d WHERE {not_null}"
         bound = list(self.rule.bound)
-        for s, step in enumerate(self.rule.steps):
-            if self.run.is_empty(prefixes):
-                return None
+        steps = self.rule.steps
+        for s, step in enumerate(steps):
             prefixes = self._extend(s, step, prefixes, bound)
             bound.append(step.attribute)
-        if self.run.is_empty(prefixes):
-            return None
+            if s < len(steps) - 1 or len(self.covered) < len(self.op.inputs) - 1:
+                prefixes = self.run.materialize(self.op, f"r{i}s{s}", prefixes)
+                if self.run.is_empty(prefixes):
+                    return None
         return self._rows_joined(prefixes, bound)
 
     # -- reads at a version ------------------------------------------------------------------
@@ -224,11 +245,18 @@ class _RuleRun:
     def _new(self, j: int) -> bool:
         return j < self.rule.changed and self.deltas[j] is not None
 
-    def _rows(self, j: int, attributes: Sequence[int], keys: str) -> str:
-        """Input ``j``'s rows (its columns, ``__w``) whose columns of ``attributes`` equal a
-        row of ``keys``, at the version this rule reads it (NULL matches nothing)."""
-        columns = tuple(self.shape.columns_of(j)[a] for a in attributes)
-        at = At(columns, keys, nulls=False)
+    def _keys(self, j: int, attributes: Sequence[int], source: str, where: str = "") -> str:
+        """SQL: the distinct values of ``attributes`` (in input ``j``'s column order) in the
+        prefix relation ``source`` (``where``: a condition on its rows)."""
+        key = self.op.key_of(j, attributes)
+        return f"SELECT DISTINCT {_attr_list(key)} FROM ({source}) AS __k {where}"
+
+    def _rows(self, j: int, attributes: Sequence[int], source: str, where: str = "") -> str:
+        """Input ``j``'s rows (its columns, ``__w``) whose ``attributes`` equal a prefix's of
+        ``source``, at the version this rule reads it (NULL matches nothing)."""
+        key = self.op.key_of(j, attributes)
+        at = At(tuple(self.shape.columns_of(j)[a] for a in key),
+                self._keys(j, key, source, where), nulls=False)
         op = self.op.inputs[j]
         rows = op.integral_at(self.run, at)
         if rows is None:
@@ -239,11 +267,13 @@ class _RuleRun:
             rows = union_all_sql([rows, read_sql(delta, op.schema.names, at)])
         return rows
 
-    def _counts(self, j: int, prefix: tuple[int, ...], keys: str) -> str:
-        """Per prefix of ``keys``, input ``j``'s rows there (``k0..``, ``__n``)."""
+    def _counts(self, j: int, prefix: tuple[int, ...], source: str, alias: str) -> str:
+        """A join of the prefixes ``__p`` with input ``j``'s number of rows at each of them
+        (``alias.__n``): SQL ``(…) AS alias ON …`` (prefixes of ``source`` are looked up)."""
+        prefix = self.op.key_of(j, prefix)
         count = self.op.counts[(j, prefix)]
         names = tuple(count.schema.names)
-        at = At(names, keys, nulls=False)
+        at = At(names, self._keys(j, prefix, source), nulls=False)
         rows = self.run.read(self.op, count.role, at, live=True)
         if self._new(j):
             delta = self.deltas[j]
@@ -251,91 +281,102 @@ class _RuleRun:
             columns = [self.shape.columns_of(j)[a] for a in prefix]  # this role's own
             rows = union_all_sql([rows, read_sql(_projected(delta, columns, names), names, at)])
         k = column_list(names)
-        return f"SELECT {k}, SUM({W}) AS __n FROM ({rows}) AS __c GROUP BY {k}"
+        on = " AND ".join(f"{alias}.k{m} = __p.{attr(b)}" for m, b in enumerate(prefix))
+        return (f"(SELECT {k}, SUM({W}) AS __n FROM ({rows}) AS __r GROUP BY {k}) AS {alias} "
+                f"ON {on}")
 
     # -- one extension -----------------------------------------------------------------------
 
+    def _covers(self, j: int, prefix: tuple[int, ...], a: int) -> bool:
+        """True when binding ``a`` after ``prefix`` binds every column of input ``j``."""
+        return self.op.attribute_only[j] and set(self.shape.columns_of(j)) == {*prefix, a}
+
     def _extend(self, s: int, step: Extension, prefixes: str, bound: list[int]) -> str:
+        """SQL of the prefix relation extended by ``step``'s attribute."""
         i, a = self.rule.changed, step.attribute
-        part = f"r{i}s{s}"
-        carried = ", ".join(f"__p.{attr(b)}" for b in bound)
-        if len(step.participants) == 1:
-            j, prefix = step.participants[0]
-            keys = f"SELECT DISTINCT {_attr_list(prefix)} FROM ({prefixes}) AS __k"
-            return self.run.materialize(
-                self.op, part, self._proposed(j, prefix, a, prefixes, keys, carried, "")
-            )
-        counted = []
-        joins = []
-        for k, (j, prefix) in enumerate(step.participants):
-            keys = f"SELECT DISTINCT {_attr_list(prefix)} FROM ({prefixes}) AS __k"
-            on = " AND ".join(f"__c{k}.k{m} = __p.{attr(b)}" for m, b in enumerate(prefix))
-            joins.append(f"JOIN ({self._counts(j, prefix, keys)}) AS __c{k} ON {on}")
-            counted.append(f"__c{k}.__n")
-        winner = _argmin(counted)
+        kept = [attr(b) for b in bound] + [f"__m{j}" for j in self.covered]
+        carried = ", ".join(f"__p.{c}" for c in kept)
+        parts = step.participants
+        if len(parts) == 1:
+            j, prefix = parts[0]
+            proposed = self._proposed(j, prefix, a, prefixes, carried, "", "")
+            if self._covers(j, prefix, a):
+                self.covered.append(j)
+                return proposed.replace(" AS __mp ", f" AS __m{j} ", 1)
+            return proposed
         scored = self.run.materialize(
-            self.op, f"{part}c",
-            f"SELECT {carried}, {winner} AS __win FROM ({prefixes}) AS __p {' '.join(joins)}",
+            self.op, f"r{i}s{s}c",
+            f"SELECT {carried}, {_argmin([f'__c{k}.__n' for k in range(len(parts))])} AS __win "
+            f"FROM ({prefixes}) AS __p "
+            + " ".join(f"JOIN {self._counts(j, p, prefixes, f'__c{k}')}"
+                       for k, (j, p) in enumerate(parts)),
         )
         if self.run.is_empty(scored):
             return scored
-        proposals = []
-        for k, (j, prefix) in enumerate(step.participants):
-            keys = (f"SELECT DISTINCT {_attr_list(prefix)} FROM ({scored}) AS __k "
-                    f"WHERE __win = {k}")
-            proposals.append(self._proposed(
-                j, prefix, a, scored, keys, f"{carried}, __p.__win", f"AND __p.__win = {k}"
-            ))
-        candidates = self.run.materialize(self.op, f"{part}x", union_all_sql(proposals))
+        # Materialized: the validators look up its (prefix, value) pairs, and a read's
+        # SQL repeats its keys' SQL (nesting the proposals' would grow the text).
+        candidates = self.run.materialize(self.op, f"r{i}s{s}x", union_all_sql([
+            self._proposed(j, p, a, scored, f"{carried}, __p.__win", f"WHERE __win = {k}",
+                           f"AND __p.__win = {k}")
+            for k, (j, p) in enumerate(parts)
+        ]))
         if self.run.is_empty(candidates):
             return candidates
-        checks = []
-        for k, (j, prefix) in enumerate(step.participants):
-            on = (*prefix, a)
-            keys = f"SELECT DISTINCT {_attr_list(on)} FROM ({candidates}) AS __k WHERE __win <> {k}"
+        joins, checks, weights = [], [], []
+        for k, (j, prefix) in enumerate(parts):
+            on = self.op.key_of(j, (*prefix, a))
             columns = [self.shape.columns_of(j)[b] for b in on]
-            live = (
-                f"SELECT {column_list(columns)} FROM ({self._rows(j, on, keys)}) AS __v "
-                f"GROUP BY ALL HAVING SUM({W}) > 0"
+            rows = self._rows(j, on, candidates, f"WHERE __win <> {k}")
+            match = " AND ".join(f"__v{k}.{quote(c)} = __x.{attr(b)}"
+                                 for c, b in zip(columns, on, strict=True))
+            joins.append(
+                f"LEFT JOIN (SELECT {column_list(columns)}, SUM({W}) AS __s FROM ({rows}) AS __v "
+                f"GROUP BY ALL HAVING SUM({W}) > 0) AS __v{k} ON {match}"
             )
-            checks.append(f"(__win = {k} OR ({_attr_list(on)}) IN ({live}))")
-        return self.run.materialize(
-            self.op, part,
-            f"SELECT {_attr_list([*bound, a])} FROM ({candidates}) AS __x "
-            f"WHERE {' AND '.join(checks)}",
-        )
+            checks.append(f"(__x.__win = {k} OR __v{k}.__s IS NOT NULL)")
+            if self._covers(j, prefix, a):
+                weights.append(f"CASE WHEN __x.__win = {k} THEN __x.__mp ELSE __v{k}.__s END "
+                               f"AS __m{j}")
+        self.covered.extend(j for j, p in parts if self._covers(j, p, a))
+        select = ", ".join([*(f"__x.{c}" for c in kept), f"__x.{attr(a)}", *weights])
+        return (f"SELECT {select} FROM ({candidates}) AS __x {' '.join(joins)} "
+                f"WHERE {' AND '.join(checks)}")
 
     def _proposed(
-        self, j: int, prefix: tuple[int, ...], a: int, prefixes: str, keys: str, carried: str,
-        where: str,
+        self, j: int, prefix: tuple[int, ...], a: int, prefixes: str, carried: str,
+        keys_where: str, where: str,
     ) -> str:
-        """SQL: each prefix of ``prefixes`` (``where`` picks them) with every value of
-        attribute ``a`` that input ``j`` holds at it (live rows only)."""
+        """SQL: each prefix of ``prefixes`` (``where`` picks them; ``keys_where`` the same on
+        the keys looked up) with every value of attribute ``a`` input ``j`` holds at it
+        (live rows only), and their summed weight ``__mp``."""
         mine = self.shape.columns_of(j)
         on = " AND ".join(f"__r.{quote(mine[b])} = __p.{attr(b)}" for b in prefix)
         value = f"__r.{quote(mine[a])}"
         return (
-            f"SELECT {carried}, {value} AS {attr(a)} FROM ({prefixes}) AS __p "
-            f"JOIN ({self._rows(j, prefix, keys)}) AS __r ON {on} "
-            f"WHERE {value} IS NOT NULL {where} GROUP BY ALL HAVING SUM(__r.{W}) > 0"
+            f"SELECT {carried}, {value} AS {attr(a)}, SUM(__r.{W}) AS __mp "
+            f"FROM ({prefixes}) AS __p JOIN ({self._rows(j, prefix, prefixes, keys_where)}) "
+            f"AS __r ON {on} WHERE {value} IS NOT NULL {where} GROUP BY ALL "
+            f"HAVING SUM(__r.{W}) > 0"
         )
 
     # -- the rows ----------------------------------------------------------------------------
 
     def _rows_joined(self, prefixes: str, bound: list[int]) -> str:
-        """SQL of the rule's term: every input's rows at the bound prefixes, joined."""
+        """SQL of the rule's term: every input's rows at the bound prefixes, joined (a
+        covered input's from the prefix relation itself)."""
         i = self.rule.changed
         sources = [f"({prefixes}) AS __p"]
         weights = []
         selects = []
         for j, op in enumerate(self.op.inputs):
             mine = self.shape.columns_of(j)
+            if j in self.covered:
+                attribute_of = {c: b for b, c in mine.items()}
+                selects += [f"__p.{attr(attribute_of[c])} AS {quote(c)}" for c in op.schema.names]
+                weights.append(f"__p.__m{j}")
+                continue
             attributes = [b for b in bound if b in mine]
-            if j == i:
-                rows = self.deltas[i]
-            else:
-                keys = f"SELECT DISTINCT {_attr_list(attributes)} FROM ({prefixes}) AS __k"
-                rows = self._rows(j, attributes, keys)
+            rows = self.deltas[i] if j == i else self._rows(j, attributes, prefixes)
             on = " AND ".join(f"__r{j}.{quote(mine[b])} = __p.{attr(b)}" for b in attributes)
             sources.append(f"JOIN ({rows}) AS __r{j} ON {on}")
             weights.append(f"__r{j}.{W}")
