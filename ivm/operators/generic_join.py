@@ -151,8 +151,11 @@ class GenericJoin(Operator):
             delta = deltas[count.input]
             if delta is not None:
                 run.append(self, count.role, _projected(delta, count.columns, count.schema.names))
+        # While a view fills, every old version is empty: a rule reading an input after
+        # its own (old) gives nothing, so only the last input's rule runs.
+        rules = self.rules[-1:] if run.backfill else self.rules
         terms = [
-            term for rule in self.rules
+            term for rule in rules
             if deltas[rule.changed] is not None
             and (term := _RuleRun(self, run, rule, deltas).output()) is not None
         ]
@@ -234,6 +237,8 @@ class _RuleRun:
         for s, step in enumerate(steps):
             prefixes = self._extend(s, step, prefixes, bound)
             bound.append(step.attribute)
+            if self.run.is_empty(prefixes):  # no candidate: nothing to validate
+                return None
             if s < len(steps) - 1 or len(self.covered) < len(self.op.inputs) - 1:
                 prefixes = self.run.materialize(self.op, f"r{i}s{s}", prefixes)
                 if self.run.is_empty(prefixes):
