@@ -166,9 +166,11 @@ class GenericJoin(Operator):
                 asks[n] = next(rule)
             except StopIteration as done:
                 terms.append(done.value)
+        rounds = 0
         while asks:
             order = list(asks)
-            answers = self.read_all(run, [r for n in order for r in asks[n]])
+            answers = self.read_all(run, [r for n in order for r in asks[n]], f"{rounds}_")
+            rounds += 1
             for n in order:
                 mine, answers = answers[:len(asks[n])], answers[len(asks[n]):]
                 try:
@@ -178,22 +180,25 @@ class GenericJoin(Operator):
                     del asks[n]
         return terms
 
-    def read_all(self, run: Run, reads: list[Read]) -> list[str]:
+    def read_all(self, run: Run, reads: list[Read], part: str = "") -> list[str]:
         """SQL of each read, one lookup per trace and key: reads of one count trace, or of
         inputs that are renamings of one relation (a self-join's roles) by the same
-        columns, are served by one read at the union of their keys."""
+        columns, are served by one read at the union of their keys (a scratch table named
+        after ``part``)."""
         groups: dict[tuple[object, ...], list[int]] = {}
         for n, read in enumerate(reads):
             groups.setdefault(self._group(read), []).append(n)
         answers = [""] * len(reads)
-        for members in groups.values():
+        for g, members in enumerate(groups.values()):
             first = reads[members[0]]
-            keys = " UNION ".join(f"SELECT * FROM ({reads[m].keys}) AS __u{k}"
-                                  for k, m in enumerate(members))
+            keys = " UNION ".join(
+                f"SELECT * FROM ({reads[m].keys}) AS __u{k}" for k, m in enumerate(members)
+            )
             if first.count:
                 count = self.counts[(first.input, first.key)]
                 names = tuple(count.schema.names)
                 sql = run.read(self, count.role, At(names, keys, nulls=False), live=True)
+                sql = self._shared(run, sql, len(members), f"{part}{g}")
                 for m in members:
                     answers[m] = sql
                 continue
@@ -203,6 +208,7 @@ class GenericJoin(Operator):
             rows = op.integral_at(run, at)
             if rows is None:
                 rows = read_sql(run.integral(op), op.schema.names, at)
+            rows = self._shared(run, rows, len(members), f"{part}{g}")
             for m in members:
                 names = self.inputs[reads[m].input].schema.names
                 answers[m] = rows if names == op.schema.names else (
@@ -211,6 +217,11 @@ class GenericJoin(Operator):
                     + f", __w FROM ({rows}) AS __g"
                 )
         return answers
+
+    def _shared(self, run: Run, rows: str, readers: int, part: str) -> str:
+        """``rows`` (a read), materialized when several rules read it: a read's SQL repeats
+        its keys' SQL, and DuckDB plans statements holding several such unions slowly."""
+        return rows if readers < 2 else run.materialize(self, f"read{part}", rows)
 
     def _group(self, read: Read) -> tuple[object, ...]:
         """Reads answered together: of one count trace; of one relation by one key."""
