@@ -173,3 +173,19 @@ def test_cyclic_joins_on_spark(data: st.DataObject, spark: Any,
     with ivm.connect(directory, spark=spark) as db:
         text = db.explain("triangle")
     assert "WorstCaseOptimalJoin" in text and "partitioned: one place" in text
+
+
+def test_a_cycle_closed_by_key_joins_keeps_todays_plan() -> None:
+    # TPC-H Q5's shape: customers and suppliers of one nation, joined through orders and
+    # lineitems. Every input but lineitem is keyed by a join attribute: nothing blows up.
+    with ivm.connect() as db:
+        db.execute("CREATE TABLE c (ck INTEGER PRIMARY KEY, nation INTEGER); "
+                   "CREATE TABLE sp (sk INTEGER PRIMARY KEY, nation INTEGER); "
+                   "CREATE TABLE o (ok INTEGER PRIMARY KEY, ck INTEGER); "
+                   "CREATE TABLE l (ok INTEGER, sk INTEGER, qty INTEGER)")
+        q5 = ("SELECT c.nation, SUM(l.qty) AS q FROM c, o, l, sp WHERE c.ck = o.ck "
+              "AND o.ok = l.ok AND l.sk = sp.sk AND c.nation = sp.nation GROUP BY c.nation")
+        db.execute(f"CREATE VIEW q5 AS {q5}")
+        db.execute(f"CREATE VIEW q5_forced AS {q5.replace('SELECT', 'SELECT /*+ wcoj */')}")
+        assert "WorstCaseOptimalJoin" not in db.explain("q5")
+        assert "WorstCaseOptimalJoin" in db.explain("q5_forced")

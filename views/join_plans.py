@@ -15,9 +15,10 @@ whatever the session's option is when the view is planned again.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from ivm.errors import IvmError
-from ivm.passes.cyclic_joins import JOIN_PLANS
+from ivm.passes.cyclic_joins import JOIN_PLANS, JoinPlan
 
 _HINT = re.compile(r"/\*\+\s*(wcoj|binary_join)\s*\*/", re.IGNORECASE)
 _PLAN_OF_HINT = {"wcoj": "wcoj", "binary_join": "binary"}
@@ -27,6 +28,13 @@ def join_plan_of(sql: str, default: str) -> str:
     """The join plan of a view with query ``sql``: its hint's, else ``default``."""
     hint = _HINT.search(sql)
     return _PLAN_OF_HINT[hint.group(1).lower()] if hint else default
+
+
+def join_plan_for(session: Any, sql: str) -> JoinPlan:
+    """What the circuit passes are told of a view's joins: the plan chosen for query
+    ``sql`` in ``session``, and its tables' primary keys."""
+    keys = {name: tuple(t.primary_key) for name, t in session._tables.items()}
+    return JoinPlan(join_plan_of(sql, session.join_plan), keys)
 
 
 def join_plan_property() -> property:

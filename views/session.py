@@ -36,6 +36,7 @@ from ivm.execution.profile import EpochProfile
 from ivm.execution.row_index import RowIndex
 from ivm.guard import guard_public, guarded
 from ivm.passes import optimize
+from ivm.passes.cyclic_joins import JoinPlan
 from ivm.plan.node import Plan, plain_sql
 from ivm.schema import Schema, TableSchema, quote
 from ivm.sql_frontend.planner import plan_query
@@ -364,10 +365,10 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
         relations.update({n: v.schema for n, v in self._views.items()})
         return plan_query(sql, relations, self._describe, origin=origin)
 
-    def _circuit(self, plan: Plan, name: str, join_plan: str = "auto") -> Circuit:
+    def _circuit(self, plan: Plan, name: str, join_plan: JoinPlan | None = None) -> Circuit:
         """The incremental circuit this session runs for a view's plan."""
         circuit = incrementalize(plan, name, self._describe)
-        return optimize(circuit, partitioned=False, join_plan=join_plan)
+        return optimize(circuit, partitioned=False, join_plan=join_plan or JoinPlan())
 
     def _arrow_schema(self, schema: Schema) -> pa.Schema:
         columns = ", ".join(f"CAST(NULL AS {c.type}) AS {quote(c.name)}" for c in schema.columns)

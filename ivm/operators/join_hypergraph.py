@@ -117,26 +117,27 @@ class JoinShape:
         return len(reached) == self.inputs
 
     def cyclic(self) -> bool:
-        """True when the GYO reduction leaves something: the hypergraph is cyclic (an
-        empty hyperedge is dropped too)."""
-        edges = [set(e) for e in self.edges()]
+        """True when the GYO reduction leaves something: the hypergraph is cyclic."""
+        return bool(self.core())
+
+    def core(self) -> frozenset[int]:
+        """The inputs the GYO reduction leaves (drop an attribute only one hyperedge holds,
+        a hyperedge another contains, an empty one): none when the join is acyclic."""
+        edges = {i: set(e) for i, e in enumerate(self.edges())}
         changed = True
         while changed and edges:
             changed = False
-            for edge in edges:
-                lonely = {a for a in edge if sum(a in other for other in edges) == 1}
+            for edge in edges.values():
+                lonely = {a for a in edge if sum(a in other for other in edges.values()) == 1}
                 if lonely:
                     edge -= lonely
                     changed = True
-            if any(not edge for edge in edges):
-                edges = [edge for edge in edges if edge]
-                changed = True
-            for k, edge in enumerate(edges):
-                if any(edge <= other for m, other in enumerate(edges) if m != k):
-                    del edges[k]
+            for i, edge in list(edges.items()):
+                if not edge or any(edge <= other for m, other in edges.items() if m != i):
+                    del edges[i]
                     changed = True
                     break
-        return bool(edges)
+        return frozenset(edges)
 
     def global_order(self) -> tuple[int, ...]:
         """An attribute order: the attribute most inputs hold first, then repeatedly the
