@@ -147,10 +147,15 @@ class GenericJoin(Operator):
             delta = deltas[count.input]
             if delta is not None:
                 run.append(self, count.role, projected(delta, count.columns, count.schema.names))
-        # While a view fills, every old version is empty: a rule reading an input after
-        # its own (old) gives nothing, so only the last input's rule runs.
-        rules = self.rules[-1:] if run.backfill else self.rules
-        runs = [RuleRun(self, run, r, deltas).steps() for r in rules if deltas[r.changed]]
+        if run.backfill:
+            # Every old version is empty: the change is the join of the inputs' contents,
+            # one static query, which DuckDB's own join runs fastest (the generic join's
+            # last rule gives the same rows; measured 5-10x slower on bench_wcoj's graph).
+            if any(d is None for d in deltas):
+                return None
+            schemas = [i.schema for i in self.inputs]
+            return join_sql(deltas, schemas, self.join.condition, True)  # type: ignore[arg-type]
+        runs = [RuleRun(self, run, r, deltas).steps() for r in self.rules if deltas[r.changed]]
         terms = [t for t in self._in_lockstep(run, runs) if t is not None]
         if not terms:
             return None

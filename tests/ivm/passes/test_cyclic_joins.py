@@ -48,3 +48,8 @@ def test_an_equality_inside_one_input_is_not_a_hypergraph() -> None:
     equal = [exp.EQ(this=exp.column("a0"), expression=exp.column("a1")),
              exp.EQ(this=exp.column("a1"), expression=exp.column("b0"))]
     assert JoinShape.of([["a0", "b0"], ["a1"]], equal) is None
+
+
+def test_the_core_is_what_the_reduction_leaves() -> None:
+    assert _shape("ab", "bc", "ca", "cd").core() == {0, 1, 2}  # the pendant "cd" goes
+    assert _shape("ab", "bc", "cd").core() == set()
