@@ -280,7 +280,7 @@ def run(console: Console, name: str, args: argparse.Namespace) -> None:
         problem = difference(db.read(view), plain.sql(sql).to_arrow_table())
         assert problem is None, f"{name}: {view} differs from recomputation: {problem}"
     console.print(f"{name}: both views equal recomputation after the run")
-    trace = db.con.execute('SELECT count(*) FROM "__ivm_rel_orders"').fetchall()[0][0]
+    trace = db._con.execute('SELECT count(*) FROM "__ivm_rel_orders"').fetchall()[0][0]
     live = db.sql("SELECT count(*) AS n FROM orders").column("n")[0].as_py()
     console.print(
         f"{name}: orders trace holds {trace:,} rows for {live:,} live rows "

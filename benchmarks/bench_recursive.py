@@ -146,14 +146,14 @@ def state_rows(db: ivm.Session, view: str) -> dict[str, tuple[int, int]]:
     by role: all of them, whatever their weights (what is stored), and the distinct rows
     of non-zero total weight (what compaction would keep)."""
     prefix = f"__ivm_op_{view}#"
-    names = db.con.execute(
+    names = db._con.execute(
         "SELECT table_name FROM duckdb_tables() WHERE starts_with(table_name, ?) "
         "ORDER BY table_name", [prefix]
     ).fetchall()
     rows = {}
     for (name,) in names:
         role = name[len(prefix):].rsplit("-", 1)[0]
-        stored, live = db.con.execute(
+        stored, live = db._con.execute(
             f'SELECT (SELECT count(*) FROM "{name}"), (SELECT count(*) FROM (SELECT * '
             f'EXCLUDE (__w) FROM "{name}" GROUP BY ALL HAVING SUM(__w) <> 0))'
         ).fetchall()[0]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ivm.errors import (
     ConstraintError,
+    EpochError,
     ExecutionError,
     InternalError,
     IterationLimitError,
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ConstraintError",
+    "EpochError",
     "ExecutionError",
     "InternalError",
     "IterationLimitError",

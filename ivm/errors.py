@@ -57,6 +57,11 @@ class IterationLimitError(ExecutionError):
     (``Session.iteration_limit``); the batch (or the view's creation) was rejected whole."""
 
 
+class EpochError(IvmError):
+    """``ingest(..., epoch=N)`` with an N that cannot be applied: not the next epoch nor
+    one applied already (a gap), or not a positive integer."""
+
+
 class IvmWarning(UserWarning):
     """Something ivm did that a user should know of, though nothing failed: e.g. a view's
     stored state was computed for another plan (an upgrade) and was rebuilt from its inputs."""

@@ -53,13 +53,45 @@ def tokenize(text: str, origin: Origin = TEXT_START) -> list[Token]:
     tokenizer = DuckDB().tokenizer()
     try:
         with quiet():
-            return tokenizer.tokenize(text)
+            tokens = tokenizer.tokenize(text)
     except TokenError as error:
         offset = _failed_token_start(tokenizer, str(error.__cause__ or error))
         where = origin.advance(text, min(offset, len(text)))
         raise SqlError(
             f"cannot parse SQL at {where}: {_unfinished(text[offset : offset + 2])}"
         ) from error
+    return _hex_strings(tokens, text, origin)
+
+
+HEX_DIGITS = re.compile(r"(?:[0-9a-fA-F]{2})*")
+
+
+def _hex_strings(tokens: list[Token], text: str, origin: Origin) -> list[Token]:
+    """``tokens`` with DuckDB's BLOB literals ``x'4142'`` as one HEX_STRING token each
+    (sqlglot's DuckDB tokenizer reads the name ``x`` and then a string; telling it that
+    DuckDB has hex strings would also turn ``0x10``, which DuckDB reads as ``0 AS x10``,
+    into one). Digits that are not hexadecimal, or an odd number of them, are an SqlError
+    as in DuckDB."""
+    found: list[Token] = []
+    for token in tokens:
+        before = found[-1] if found else None
+        if (
+            token.token_type == TokenType.STRING
+            and before is not None
+            and before.token_type == TokenType.VAR
+            and before.text in ("x", "X")
+            and before.end + 1 == token.start
+            and text[before.start] in "xX"
+        ):
+            if not HEX_DIGITS.fullmatch(token.text):
+                where = origin.advance(text, before.start)
+                raise SqlError(f"cannot parse SQL at {where}: the hex string literal "
+                               f"x'{token.text}' needs an even number of hexadecimal digits")
+            found[-1] = Token(TokenType.HEX_STRING, token.text, token.line, token.col,
+                              before.start, token.end, before.comments)
+            continue
+        found.append(token)
+    return found
 
 
 def _unfinished(opening: str) -> str:
@@ -76,8 +108,10 @@ def _unfinished(opening: str) -> str:
 
 class _Parser(DuckDBParser):
     """DuckDB's parser that also reads a PIVOT or UNPIVOT statement as a CREATE VIEW's query
-    (sqlglot reads one only as a statement or a parenthesized FROM item), and aliases in a
-    PIVOT statement's IN lists (``ON k IN (1 AS one, 2)``), as DuckDB does."""
+    (sqlglot reads one only as a statement or a parenthesized FROM item), aliases in a
+    PIVOT statement's IN lists (``ON k IN (1 AS one, 2)``), and any expression inside
+    ROLLUP, CUBE and GROUPING SETS (``ROLLUP (a > b)``), as DuckDB does; a hex string
+    literal (``x'4142'``, see ``_hex_strings``) is the BLOB ``unhex('4142')``."""
 
     def _parse_ddl_select(self) -> exp.Expression | None:
         if self._match_set((TokenType.PIVOT, TokenType.UNPIVOT)):
@@ -96,6 +130,26 @@ class _Parser(DuckDBParser):
         return super()._parse_in(this, alias)
 
     _pivot_on = False
+
+    PRIMARY_PARSERS = {
+        **DuckDBParser.PRIMARY_PARSERS,
+        # x'4142' is a BLOB in DuckDB; sqlglot's DuckDB generator writes a hex string as
+        # an integer.
+        TokenType.HEX_STRING: lambda self, token: self.expression(
+            exp.Unhex(this=exp.Literal.string(token.text))),
+    }
+
+    def _parse_cube_or_rollup(self, with_prefix: bool = False) -> exp.Cube | exp.Rollup | None:
+        # DuckDB's items are any expressions (``ROLLUP (a > b)``); sqlglot reads only
+        # arithmetic there.
+        if with_prefix or not self._match_set((TokenType.CUBE, TokenType.ROLLUP)):
+            return super()._parse_cube_or_rollup(with_prefix)
+        kind = exp.Cube if self._prev.token_type == TokenType.CUBE else exp.Rollup
+        return self.expression(kind(expressions=self._parse_wrapped_csv(self._parse_disjunction)))
+
+    def _parse_grouping_set(self) -> exp.Expression | None:
+        return (self._parse_grouping_sets() or self._parse_cube_or_rollup()
+                or self._parse_disjunction())
 
     def _parse_pivot_value(self) -> exp.Expression | None:
         value = self._parse_bitwise()
@@ -123,7 +177,7 @@ def parse_tokens(tokens: list[Token], text: str, origin: Origin = TEXT_START) ->
     except SqlglotError as error:  # anything else sqlglot refuses while parsing
         start = tokens[0].start if tokens else 0
         where = origin.advance(text, start)
-        raise SqlError(f"cannot parse SQL at {where}: {_plain(str(error))}") from error
+        raise SqlError(f"cannot parse SQL at {where}: {plain(str(error))}") from error
     trees = [t for t in trees if t is not None]
     if len(trees) != 1:
         where = origin.advance(text, tokens[0].start if tokens else 0)
@@ -162,7 +216,7 @@ def parse_error(
     entries = getattr(error, "errors", None) or []
     if not entries:
         start = tokens[0].start if tokens else 0
-        return SqlError(f"cannot parse SQL at {origin.advance(text, start)}: {_plain(str(error))}")
+        return SqlError(f"cannot parse SQL at {origin.advance(text, start)}: {plain(str(error))}")
     entry = entries[0]
     context = entry.get("start_context")
     if context is not None and len(context) <= len(text):
@@ -171,8 +225,8 @@ def parse_error(
     else:
         offset = _offset_of(text, entry.get("line") or 1, entry.get("col") or 1)
     where = origin.advance(text, offset)
-    description = _plain(entry.get("description") or str(error))
-    highlight = _plain(entry.get("highlight") or "")
+    description = plain(entry.get("description") or str(error))
+    highlight = plain(entry.get("highlight") or "")
     near = f" (near {highlight!r})" if highlight else ""
     return SqlError(f"cannot parse SQL at {where}: {description}{near}")
 
@@ -194,12 +248,14 @@ def _offset_of(text: str, line: int, column: int) -> int:
 
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 SQLGLOT_CLASS = re.compile(r"<class 'sqlglot\.[\w.]*?(\w+)'>")
+SQLGLOT_TOKEN = re.compile(r"<Token token_type: [\w.]+, text: (.*?), line: \d+.*?>")
 
 
-def _plain(message: str) -> str:
+def plain(message: str) -> str:
     """``message`` without terminal escape codes (sqlglot underlines with them) and with
-    sqlglot's class names short (``<class 'sqlglot.expressions.core.EQ'>`` → ``EQ``)."""
-    return SQLGLOT_CLASS.sub(r"\1", ANSI_ESCAPE.sub("", message))
+    sqlglot's class names short (``<class 'sqlglot.expressions.core.EQ'>`` → ``EQ``) and its
+    tokens as their text (``<Token token_type: TokenType.DISTINCT, text: distinct…>``)."""
+    return SQLGLOT_TOKEN.sub(r"'\1'", SQLGLOT_CLASS.sub(r"\1", ANSI_ESCAPE.sub("", message)))
 
 
 def _snippet(tree: exp.Expression) -> str:

@@ -1,7 +1,8 @@
 """Split a SQL script into the DDL statements ivm understands.
 
 CREATE TABLE (columns with DuckDB types, PRIMARY KEY, NOT NULL), CREATE
-[MATERIALIZED] VIEW, DROP VIEW and DROP TABLE. Anything else is refused with
+[MATERIALIZED] VIEW, DROP VIEW, DROP TABLE, ALTER TABLE … ADD / DROP / RENAME
+COLUMN and REFRESH [MATERIALIZED] VIEW (a no-op). Anything else is refused with
 ``UnsupportedSQL`` naming the statement. The script is tokenized once; every
 position in an error is a line and column of the whole script, and each view
 remembers where its query's text starts in it (``CreateView.origin``).
@@ -9,8 +10,10 @@ remembers where its query's text starts in it (``CreateView.origin``).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
+import duckdb
 from sqlglot import exp
 from sqlglot.tokens import Token, TokenType
 
@@ -56,10 +59,44 @@ class Drop:
     cascade: bool = False
 
 
-Statement = CreateTable | CreateView | Drop
+@dataclass(frozen=True)
+class AlterTable:
+    """ALTER TABLE name ADD [COLUMN] c TYPE, DROP [COLUMN] c, or RENAME [COLUMN] c TO d."""
+
+    name: str
+    action: str  # "add", "drop" or "rename"
+    column: str
+    type: str | None = None  # ADD: the new column's DuckDB type
+    new_name: str | None = None  # RENAME: the column's new name
+    where: str = ""  # the action's place in the script, for errors
+
+
+@dataclass(frozen=True)
+class Refresh:
+    """REFRESH [MATERIALIZED] VIEW name: nothing to do, ivm's views are always fresh."""
+
+    name: str
+
+
+Statement = CreateTable | CreateView | Drop | AlterTable | Refresh
 
 RESERVED_PREFIX = "__ivm_"
 """Names of ivm's own tables start with this; user tables and views may not."""
+
+
+@functools.cache
+def duckdb_keywords() -> frozenset[str]:
+    """DuckDB's keywords that cannot name a table unquoted (reserved, and those it reads
+    as part of a join or a type: ``semi``, ``asof``…)."""
+    con = duckdb.connect()
+    try:
+        rows = con.execute(
+            "SELECT keyword_name FROM duckdb_keywords() "
+            "WHERE keyword_category IN ('reserved', 'type_function')"
+        ).fetchall()
+    finally:
+        con.close()
+    return frozenset(str(r[0]).lower() for r in rows)
 
 
 def parse_script(sql: str) -> list[Statement]:
@@ -69,11 +106,25 @@ def parse_script(sql: str) -> list[Statement]:
         locator = Locator(sql, tokens=tokens)
         statements: list[Statement] = []
         for piece in _split(tokens):
+            if piece and piece[0].text.upper() == "REFRESH":
+                statements.append(_refresh(piece))
+                continue
             tree = parse_tokens(piece, sql)
             if isinstance(tree, exp.Command):
                 raise _command_error(tree, piece, sql, locator)
             statements.append(_Statement(sql, piece, locator).read(tree))
     return statements
+
+
+def _refresh(tokens: list[Token]) -> Refresh:
+    """``REFRESH [MATERIALIZED] VIEW name`` (the only REFRESH there is)."""
+    words = [t.text for t in tokens]
+    upper = [w.upper() for w in words]
+    if upper[1:2] == ["MATERIALIZED"]:
+        words, upper = words[1:], upper[1:]
+    if len(words) != 3 or upper[1] != "VIEW":
+        raise UnsupportedSQL("REFRESH: only REFRESH [MATERIALIZED] VIEW name is accepted")
+    return Refresh(words[2].strip('"'))
 
 
 def _split(tokens: list[Token]) -> list[list[Token]]:
@@ -152,9 +203,52 @@ class _Statement:
                 if_exists=exists,
                 cascade=bool(tree.args.get("cascade")),
             )
+        if isinstance(tree, exp.Alter) and (tree.args.get("kind") or "").upper() == "TABLE":
+            return self.alter_table(tree)
         raise UnsupportedSQL(
             f"{self.at(tree.key.upper() + ' statement', tree)} is not supported: "
-            "use CREATE TABLE, CREATE VIEW, DROP; change data with ingest()"
+            "use CREATE TABLE, CREATE VIEW, DROP, ALTER TABLE; change data with ingest()"
+        )
+
+    def alter_table(self, tree: exp.Alter) -> AlterTable:
+        """One ADD, DROP or RENAME COLUMN action of ALTER TABLE."""
+        name = self.name(tree.this)
+        actions = tree.args.get("actions") or []
+        if len(actions) != 1:
+            raise UnsupportedSQL(
+                f"{self.at('ALTER TABLE with several actions', tree)} is not supported: "
+                "one action per statement"
+            )
+        action = actions[0]
+        where = self.at("ALTER TABLE " + name, action)
+        if isinstance(action, exp.ColumnDef):
+            kind = action.args.get("kind")
+            if kind is None:
+                raise SqlError(f"{self.at('column ' + repr(action.name), action)} needs a type")
+            if action.args.get("constraints"):
+                raise UnsupportedSQL(
+                    f"{self.at('constraint of an added column', action)} is not supported: "
+                    "the rows already there hold NULL in it; add the column plainly"
+                )
+            if action.name == WEIGHT:
+                raise SqlError(f"{where}: column name {WEIGHT!r} is reserved for weights")
+            return AlterTable(name, "add", action.name, kind.sql(dialect="duckdb"), where=where)
+        if isinstance(action, exp.Drop) and (action.args.get("kind") or "").upper() == "COLUMN":
+            columns = action.args.get("tables") or []
+            if len(columns) != 1:
+                raise UnsupportedSQL(f"{where}: drop one column per statement")
+            return AlterTable(name, "drop", columns[0].name, where=where)
+        if isinstance(action, exp.Command) and str(action.this).upper() == "DROP":
+            column = str(action.args.get("expression") or "").strip()  # DROP c, no COLUMN
+            if column.replace("_", "a").isalnum():
+                return AlterTable(name, "drop", column, where=where)
+        if isinstance(action, exp.RenameColumn):
+            return AlterTable(
+                name, "rename", action.this.name, new_name=action.args["to"].name, where=where
+            )
+        raise UnsupportedSQL(
+            f"{where}: this action is not supported: ADD COLUMN, DROP COLUMN and RENAME "
+            "COLUMN a TO b are"
         )
 
     def name(self, table: exp.Expression) -> str:
@@ -169,6 +263,20 @@ class _Statement:
             )
         return table.name
 
+    def new_name(self, target: exp.Expression) -> str:
+        """A name CREATE gives: a plain name, not one of DuckDB's keywords unquoted (every
+        query would have to quote it, and one that does not fails in DuckDB)."""
+        name = self.name(target)
+        identifier = target.this if isinstance(target, exp.Table) else None
+        quoted = isinstance(identifier, exp.Identifier) and identifier.args.get("quoted")
+        if not quoted and name.lower() in duckdb_keywords():
+            raise SqlError(
+                f"{self.at('name ' + repr(name), target)}: {name!r} is a keyword of DuckDB's "
+                f"SQL, so every query would have to quote it; choose another name, or create "
+                f'it quoted ("{name}") and quote it wherever you read it'
+            )
+        return name
+
     def create_view(self, tree: exp.Create) -> CreateView:
         query = tree.expression
         start = _query_start(self.tokens)
@@ -182,7 +290,7 @@ class _Statement:
         # Keep the user's own text: DuckDB names unaliased columns after it.
         begin, end = self.tokens[start].start, self.tokens[-1].end + 1
         return CreateView(
-            name=self.name(target),
+            name=self.new_name(target),
             query=query,
             sql=self.sql[begin:end],
             or_replace=bool(tree.args.get("replace")),
@@ -196,7 +304,7 @@ class _Statement:
             raise UnsupportedSQL(
                 f"{self.at('CREATE TABLE AS', tree)} is not supported: list the columns"
             )
-        name = self.name(target.this)
+        name = self.new_name(target.this)
         columns: list[Column] = []
         primary_key: tuple[str, ...] = ()
         not_null: set[str] = set()

@@ -83,14 +83,55 @@ def ranges(low: np.ndarray, high: np.ndarray) -> np.ndarray:
     return starts + np.arange(total, dtype=np.int64)
 
 
+def pair_ids(keys: np.ndarray, hashes: np.ndarray) -> np.ndarray:
+    """One 64-bit number per (key hash, row hash) pair, well mixed (equal pairs, equal
+    numbers; unequal pairs almost always unequal, which callers check exactly)."""
+    with np.errstate(over="ignore"):
+        mixed = keys * np.uint64(0x9E3779B97F4A7C15) + hashes
+        mixed ^= mixed >> np.uint64(31)
+        mixed *= np.uint64(0xBF58476D1CE4E5B9)
+        mixed ^= mixed >> np.uint64(29)
+    return mixed
+
+
 def consolidated(
     rows: pa.Table, keys: np.ndarray, hashes: np.ndarray, weights: np.ndarray,
     positive_only: bool = False,
 ) -> Batch:
     """One batch of ``rows``: sorted by key hash, equal rows' weights summed, zeros (or,
-    ``positive_only``, non-positive sums) dropped."""
+    ``positive_only``, non-positive sums) dropped.
+
+    Equal rows are found by sorting one mixed number per (key hash, row hash) pair
+    (``pair_ids``), one sort of random 64-bit numbers instead of a lexicographic sort of
+    two; a group of equal numbers whose pairs differ (a collision of the mix) sends the
+    batch to the lexicographic sort."""
     if len(keys) == 0:
         return Batch(rows.slice(0, 0), keys, hashes, weights)
+    ids = pair_ids(keys, hashes)
+    order = np.argsort(ids)
+    sorted_ids = ids[order]
+    starts = np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]])
+    if len(starts) < len(order):  # some rows share a number: are their pairs equal?
+        first = np.repeat(order[starts], np.diff(np.r_[starts, len(order)]))
+        if not (np.array_equal(keys[order], keys[first])
+                and np.array_equal(hashes[order], hashes[first])):
+            return _consolidated_lexically(rows, keys, hashes, weights, positive_only)
+    sums = np.add.reduceat(weights[order], starts)
+    kept = sums > 0 if positive_only else sums != 0
+    firsts, sums = order[starts[kept]], sums[kept]
+    by_key = np.argsort(keys[firsts], kind="stable")
+    pick, sums = firsts[by_key], sums[by_key]
+    if len(pick) == len(keys) and np.array_equal(pick, np.arange(len(pick))):
+        return Batch(rows, keys, hashes, sums)  # already consolidated and sorted
+    return Batch(rows.take(pick).combine_chunks(), keys[pick], hashes[pick], sums)
+
+
+def _consolidated_lexically(
+    rows: pa.Table, keys: np.ndarray, hashes: np.ndarray, weights: np.ndarray,
+    positive_only: bool,
+) -> Batch:
+    """``consolidated`` by a lexicographic sort on (key hash, row hash): exact whatever
+    the pairs' mixed numbers (the rare case where two pairs' numbers collide)."""
     order = np.lexsort((hashes, keys))
     keys, hashes, weights = keys[order], hashes[order], weights[order]
     starts = np.flatnonzero(
@@ -99,8 +140,6 @@ def consolidated(
     sums = np.add.reduceat(weights, starts)
     kept = sums > 0 if positive_only else sums != 0
     first = starts[kept]
-    if len(first) == len(order) and np.array_equal(order, np.arange(len(order))):
-        return Batch(rows, keys, hashes, sums)  # already consolidated and sorted
     taken = rows.take(order[first]).combine_chunks()
     return Batch(taken, keys[first], hashes[first], sums[kept])
 
@@ -121,6 +160,26 @@ class Arrangement:
         """An arrangement holding ``rows`` (any order, not necessarily consolidated)."""
         arrangement = cls(rows.schema)
         arrangement.insert(rows, keys, hashes, weights)
+        return arrangement
+
+    @classmethod
+    def of_consolidated(
+        cls, rows: pa.Table, keys: np.ndarray, hashes: np.ndarray, weights: np.ndarray
+    ) -> Arrangement:
+        """An arrangement holding ``rows``, which are each there once (no two with equal
+        key and row hashes) with nonzero weights: sorted here only if they are not yet
+        in key hash order (a build from a query that sorted them skips the sort)."""
+        keys = np.asarray(keys, np.uint64)
+        if len(keys) > 1 and not np.all(keys[1:] >= keys[:-1]):
+            order = np.argsort(keys, kind="stable")
+            rows, keys = rows.take(order), keys[order]
+            hashes, weights = np.asarray(hashes)[order], np.asarray(weights)[order]
+        arrangement = cls(rows.schema)
+        if len(keys):
+            arrangement.batches.append(Batch(
+                rows.combine_chunks(), keys, np.asarray(hashes, np.uint64),
+                np.asarray(weights, np.int64),
+            ))
         return arrangement
 
     def __len__(self) -> int:
@@ -203,12 +262,57 @@ class Arrangement:
 
 
 def merged(batches: Sequence[Batch]) -> Batch:
-    """One consolidated batch holding ``batches``' entries."""
+    """One consolidated batch holding ``batches``' entries (each batch consolidated)."""
+    if len(batches) == 2:
+        return _merged_pair(batches[0], batches[1])
+    return _concatenated(batches)
+
+
+def _concatenated(batches: Sequence[Batch]) -> Batch:
+    """``merged`` by consolidating the batches' concatenation."""
     return consolidated(
         pa.concat_tables([b.rows for b in batches]),
         np.concatenate([b.keys for b in batches]),
         np.concatenate([b.hashes for b in batches]),
         np.concatenate([b.weights for b in batches]),
+    )
+
+
+def _merged_pair(old: Batch, new: Batch) -> Batch:
+    """``old`` and ``new`` (each consolidated and sorted) merged in time linear in their
+    entries: ``new``'s rows found among ``old``'s rows of the same key hashes (one sort
+    of ``new``'s pair numbers, one search), their weights added to ``old``'s, zeros
+    dropped, then one stable sort by key hash, which for two sorted runs is a merge."""
+    if len(new) == 0 or len(old) == 0:
+        return new if len(old) == 0 else old
+    candidates = old.find(np.unique(new.keys))
+    new_ids = pair_ids(new.keys, new.hashes)
+    by_id = np.argsort(new_ids)
+    sorted_ids = new_ids[by_id]
+    if np.any(sorted_ids[1:] == sorted_ids[:-1]):
+        return _concatenated([old, new])  # two of new's pairs share a number: rare
+    at = np.searchsorted(sorted_ids, pair_ids(old.keys[candidates], old.hashes[candidates]))
+    at = np.minimum(at, len(sorted_ids) - 1)
+    hit = sorted_ids[at] == pair_ids(old.keys[candidates], old.hashes[candidates])
+    in_old, in_new = candidates[hit], by_id[at[hit]]
+    if not (np.array_equal(old.keys[in_old], new.keys[in_new])
+            and np.array_equal(old.hashes[in_old], new.hashes[in_new])):
+        return _concatenated([old, new])  # a pair number shared by unequal pairs: rare
+    weights = old.weights.copy()
+    weights[in_old] += new.weights[in_new]
+    fresh = np.ones(len(new), bool)
+    fresh[in_new] = False
+    picked = np.concatenate(
+        [np.flatnonzero(weights != 0), len(old) + np.flatnonzero(fresh)]
+    )
+    keys = np.concatenate([old.keys, new.keys])[picked]
+    order = np.argsort(keys, kind="stable")
+    picked = picked[order]
+    return Batch(
+        pa.concat_tables([old.rows, new.rows]).take(picked).combine_chunks(),
+        keys[order],
+        np.concatenate([old.hashes, new.hashes])[picked],
+        np.concatenate([weights, new.weights])[picked],
     )
 
 

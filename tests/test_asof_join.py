@@ -244,7 +244,7 @@ def test_an_index_that_does_not_fit_the_change_is_rebuilt() -> None:
         db.ingest({"t": [{"s": 1, "ts": 5, "id": 1}, {"s": 1, "ts": 9, "id": 2}],
                    "q": [{"s": 1, "ts": 1, "p": 10}, {"s": 1, "ts": 7, "p": 20}]})
         db.ingest({"q": [{"s": 1, "ts": 3, "p": 30}]})  # builds the indexes
-        (memory,) = [m for m in db.operator_memory.values() if m]
+        (memory,) = [m for m in db._operator_memory.values() if m]
         empty = time_index.TimeIndex.of(*(np.empty(0, t) for t in (np.uint64, np.int64,
                                                                          np.int64)))
         memory["time_indexes"] = asof_indexed.Sides(empty, empty)  # stale on purpose

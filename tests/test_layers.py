@@ -31,6 +31,9 @@ LAYERS: tuple[tuple[str, tuple[int, ...]], ...] = (
     ("ivm.execution", (2, 6)),
     ("ivm.sql_frontend", (3,)),
     ("ivm.views", (4,)),
+    # The public face beside the package itself: sinks and sources re-exported from views.
+    ("ivm.sinks", (5,)),
+    ("ivm.sources", (5,)),
 )
 """Each layer's module prefix and rank, lowest first; ``ivm`` itself (the public face,
 its ``__init__``) ranks above all of them and may import anything."""

@@ -14,17 +14,25 @@ views):
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import duckdb
 
-from ivm.errors import IvmError, SqlError
+from ivm.errors import IvmError, IvmWarning, SqlError
 from ivm.execution.embedded import describe
 from ivm.plan.sql import W
 from ivm.schema import TableSchema
 from ivm.sql_frontend.positions import TEXT_START, Origin
-from ivm.sql_frontend.statements import CreateTable, CreateView, Drop
+from ivm.sql_frontend.statements import (
+    AlterTable,
+    CreateTable,
+    CreateView,
+    Drop,
+    Refresh,
+    Statement,
+)
 from ivm.storage.traces import create_reader, create_trace
 from ivm.views.definitions import ViewDef
 from ivm.views.diagnose import ViewFailed
@@ -41,6 +49,26 @@ else:
 
 class Ddl(_Base):
     """The DDL half of ``Session`` (see the module docstring)."""
+
+    def _run_statement(self, statement: Statement) -> None:
+        """Apply one statement of a DDL script (inside the script's transaction)."""
+        if isinstance(statement, CreateTable):
+            self._create_table(statement)
+        elif isinstance(statement, CreateView):
+            self._create_view(statement)
+        elif isinstance(statement, AlterTable):
+            self._alter_table(statement)
+        elif isinstance(statement, Refresh):
+            name = self._resolve(statement.name)
+            if name not in self._views:
+                raise SqlError(f"REFRESH MATERIALIZED VIEW: no view named {statement.name!r}")
+            warnings.warn(
+                f"ivm: REFRESH MATERIALIZED VIEW {name} does nothing: ivm keeps every view "
+                "fresh, updated from each epoch's changes",
+                IvmWarning, stacklevel=4,
+            )
+        else:
+            self._drop(statement)
 
     def _create_table(self, statement: CreateTable) -> None:
         table = statement.table
@@ -117,43 +145,43 @@ class Ddl(_Base):
     def _remove(self, name: str) -> None:
         """Drop table or view ``name`` and its state (dependents are the caller's)."""
         if name in self._views:
-            self._drop_view_state(name, self.catalog.manifest(name))
+            self._drop_view_state(name, self._catalog.manifest(name))
             del self._views[name]
             self._no_change.pop(name, None)
         else:
             self._drop_table_state(name)
             del self._tables[name]
-            del self.arrow_schemas[name]
-        self.catalog.remove(name)
+            del self._arrow_schemas[name]
+        self._catalog.remove(name)
 
     # -- tables ------------------------------------------------------------------------------
 
     def _add_table(self, table: TableSchema) -> None:
-        trace = self.names.relation_trace(table.name)
+        trace = self._names.relation_trace(table.name)
         try:
-            create_trace(self.con, trace, [(c.name, c.type) for c in table.schema.columns])
+            create_trace(self._con, trace, [(c.name, c.type) for c in table.schema.columns])
         except duckdb.Error as error:
             raise SqlError(f"CREATE TABLE {table.name}: {error}") from error
-        self.compactor.created(trace)
+        self._compactor.created(trace)
         # DuckDB's spelling of the types (TEXT → VARCHAR, INT → INTEGER…).
-        actual = describe(self.con, f"SELECT * EXCLUDE ({W}) FROM {trace}")
+        actual = describe(self._con, f"SELECT * EXCLUDE ({W}) FROM {trace}")
         table = TableSchema(table.name, actual, table.primary_key, table.not_null)
-        create_reader(self.con, table.name, trace, actual.names)
-        self.catalog.add("table", table.name, table_to_json(table))
+        create_reader(self._con, table.name, trace, actual.names)
+        self._catalog.add("table", table.name, table_to_json(table))
         self._register_table(table)
 
     def _register_table(self, table: TableSchema) -> None:
-        trace = self.names.relation_trace(table.name)
+        trace = self._names.relation_trace(table.name)
         self._tables[table.name] = table
-        self.arrow_schemas[table.name] = (
-            self.con.sql(f"SELECT * EXCLUDE ({W}) FROM {trace} LIMIT 0").to_arrow_table().schema
+        self._arrow_schemas[table.name] = (
+            self._con.sql(f"SELECT * EXCLUDE ({W}) FROM {trace} LIMIT 0").to_arrow_table().schema
         )
 
     # -- views -------------------------------------------------------------------------------
 
     def _add_view(self, name: str, sql: str, origin: Origin = TEXT_START) -> None:
         view = self._register_view(name, sql, origin)
-        self.catalog.add("view", name, sql)
+        self._catalog.add("view", name, sql)
         self._build_view_state(view)
 
     def _register_view(self, name: str, sql: str, origin: Origin = TEXT_START) -> ViewDef:

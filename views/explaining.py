@@ -1,14 +1,75 @@
 """What ``Session.explain`` prints: a view's circuit, and with ``analyze`` the last epoch's
-profile and the arrangements the view reads."""
+profile and the arrangements the view reads; and ``plain_sql``, the view recomputed."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ivm.circuit.circuit import Circuit
+from ivm.errors import IvmError, SqlError
 from ivm.execution.arrangements import ArrangementSize
 from ivm.execution.profile import EpochProfile
+from ivm.plan.node import plain_sql
 from ivm.storage.naming import TableNames
+from ivm.views.modes import spark_mode
+from ivm.views.plan_picture import FORMATS, dot_source, render
+
+if TYPE_CHECKING:
+    from ivm.views.session import Session
+
+    _Base = Session
+else:
+    _Base = object
+
+
+class Explaining(_Base):
+    """``explain`` and ``plain_sql`` of ``Session``."""
+
+    def explain(self, view: str, analyze: bool = False, format: str = "text") -> str | bytes:
+        """The incremental circuit of ``view``, one operator per line. With ``analyze``,
+        the last epoch's profile too: its phases, the view's time and strategy, and each
+        operator's statements, time and rows (as DuckDB's EXPLAIN ANALYZE).
+
+        ``format="dot"``: a picture of the plan as Graphviz DOT text (operators, the
+        arrangements the view reads and who shares them, Spark stages; with ``analyze``,
+        each operator's rows and time); ``"svg"`` / ``"png"``: the picture's bytes, drawn
+        by Graphviz's ``dot`` where it is installed (``views.plan_picture``). Both modes.
+        """
+        view = self._view_named(view)
+        circuit = self._views[view].circuit
+        if format != "text":
+            return self._picture(view, analyze, format)
+        if not analyze:
+            return circuit.explain()
+        return explain_text(
+            view, circuit, self.last_profile, self._arrangements.sizes(), self._names
+        )
+
+    def _picture(self, view: str, analyze: bool, format: str) -> str | bytes:
+        if format not in FORMATS:
+            raise IvmError(f"explain format must be one of {', '.join(FORMATS)}, not {format!r}")
+        stages = []
+        if spark_mode(self):
+            stages = [(s.describe(), s.produces) for s in self._stages_of(view)]
+        source = dot_source(
+            view, self._views[view].circuit, self.last_profile if analyze else None,
+            self._arrangements.sizes(), self._names, stages,
+        )
+        return source if format == "dot" else render(source, format)
+
+    def plain_sql(self, view: str) -> str:
+        """The view's logical plan as one ordinary DuckDB query over its tables and views:
+        what recomputing it from scratch runs (a second oracle for the planner)."""
+        return plain_sql(self._views[self._view_named(view)].plan)
+
+    def _view_named(self, view: str) -> str:
+        """The stored spelling of an existing view; SqlError if there is none."""
+        self._check_open()
+        name = self._resolve(view)
+        if name not in self._views:
+            raise SqlError(f"no view named {view!r}")
+        return name
 
 
 def explain_text(

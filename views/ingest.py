@@ -14,6 +14,7 @@ naming the view and the expression (``ivm.views.diagnose``).
 
 from __future__ import annotations
 
+import functools
 import time
 import warnings
 from collections.abc import Mapping
@@ -29,7 +30,8 @@ from ivm.execution.exact import consolidate_exact_sql
 from ivm.execution.profile import OUTPUT
 from ivm.execution.row_index import Change, RowIndex, hash_columns_sql
 from ivm.plan.sql import W, column_list, consolidate_sql
-from ivm.schema import TableSchema
+from ivm.schema import TableSchema, quote
+from ivm.views.arrival import arrived
 from ivm.views.batches import normalize_batch
 from ivm.views.definitions import ViewDef
 from ivm.views.diagnose import ViewFailed, explain_failure
@@ -45,11 +47,18 @@ else:
 class Ingest(_Base):
     """The ingest half of ``Session`` (see the module docstring)."""
 
-    def _prepared(self, table: str | Mapping[str, Any], batch: Any, mode: str) -> dict[str, Any]:
+    def _prepared(
+        self, table: str | Mapping[str, Any], batch: Any, mode: str, sequence: str | None = None
+    ) -> dict[str, Any]:
         """The batches of one ``ingest`` call by table (stored spelling), each prepared."""
         self._check_open()
         if mode not in ("insert", "upsert"):
             raise IvmError(f"unknown ingest mode {mode!r}: use 'insert' or 'upsert'")
+        if isinstance(table, Mapping) and batch is not None:
+            raise IvmError(
+                "ingest takes a table name and a batch, or one mapping of table names to "
+                "batches, not both: put every batch in the mapping"
+            )
         batches = dict(table) if isinstance(table, Mapping) else {table: batch}
         prepared = {}
         for name, rows in batches.items():
@@ -59,6 +68,11 @@ class Ingest(_Base):
                     f"table {stored!r} has no PRIMARY KEY: mode='upsert' replaces the row with "
                     "the same key, so it needs one (insert and delete rows instead)"
                 )
+            table_schema, arrow = self._tables[stored], self._arrow_schemas[stored]
+            rows = arrived(  # key-only deletes, truncates, an upsert's versions (views.arrival)
+                self._con, rows, table_schema, arrow, functools.partial(self._live_sql, stored),
+                mode == "upsert", sequence,
+            )
             prepared[stored] = self._prepare(stored, rows)
         if len(prepared) != len(batches):
             raise SchemaError("a table appears twice in one ingest (names ignore case)")
@@ -72,9 +86,13 @@ class Ingest(_Base):
             raise SchemaError(f"no table named {stored!r}")
         return stored
 
+    def _live_sql(self, name: str) -> str:
+        """A query of the table's live rows, one row per copy (for ``views.arrival``)."""
+        return f"SELECT * FROM {quote(name)}"
+
     def _prepare(self, name: str, batch: Any) -> Any:
         """One table's batch made ready to apply (here: a normalized Arrow Z-set)."""
-        return normalize_batch(batch, self._tables[name], self.arrow_schemas[name])
+        return normalize_batch(batch, self._tables[name], self._arrow_schemas[name])
 
     def _commit_epoch(self, batches: dict[str, Any], upsert: bool) -> dict[str, str]:
         """Apply one epoch and commit it (the epoch counter included); returns the scratch
@@ -82,36 +100,37 @@ class Ingest(_Base):
         try:
             with self._transaction(ExecutionError):
                 changed = self._apply(batches, upsert)
-                self._advance_epoch()
+                self._advance_epoch(changed)
                 applied = time.perf_counter()
-            self.profile.phases["commit"] = time.perf_counter() - applied
+            self._profile.phases["commit"] = time.perf_counter() - applied
         except ViewFailed as failure:
             raise self._explain_ingest(batches, upsert, failure) from failure.error
         finally:
             self._unregister_batches()
         return changed
 
-    def _advance_epoch(self) -> None:
-        """Advance the stored epoch inside the open transaction; the session's own count
-        follows once it commits, first of the after-commit actions (so even if a later
-        one fails, it matches what was committed)."""
-        run_sql(self.con, self.catalog.advance_sql())
-        self.on_commit.insert(0, self._count_epoch)
+    def _advance_epoch(self, changed: dict[str, str]) -> None:
+        """Advance the stored epoch inside the open transaction (``changed``: the changed
+        views' scratch tables, for what logs them); the session's own count follows once it
+        commits, first of the after-commit actions (so even if a later one fails, it
+        matches what was committed)."""
+        run_sql(self._con, self._catalog.advance_sql())
+        self._on_commit.insert(0, self._count_epoch)
 
     def _count_epoch(self) -> None:
-        self.catalog.epoch += 1
+        self._catalog.epoch += 1
 
     def _apply(self, batches: dict[str, pa.Table], upsert: bool) -> dict[str, str]:
         """Validate and apply every change inside the open transaction; returns the
         scratch tables holding each changed view's consolidated change."""
-        profile = self.profile
+        profile = self._profile
         with profile.phase("checks"):
             changes = self._table_changes(batches, upsert, check=True)
-        commits = [(self.names.relation_trace(n), sql) for n, sql in changes.items()]
+        commits = [(self._names.relation_trace(n), sql) for n, sql in changes.items()]
         runner = EpochRunner(
-            self.con, self.names, changes, profile=profile, iteration_limit=self.iteration_limit,
-            epoch=self.catalog.epoch + 1, memory=self.operator_memory,
-            arrangements=self.arrangements, registered=self._registered_batches,
+            self._con, self._names, changes, profile=profile, iteration_limit=self.iteration_limit,
+            epoch=self._catalog.epoch + 1, memory=self._operator_memory,
+            arrangements=self._arrangements, registered=self._registered_batches,
         )
         return self._run_views(runner, changes, commits)
 
@@ -120,7 +139,7 @@ class Ingest(_Base):
     ) -> dict[str, str]:
         """Compute every affected view's change and append the epoch's rows to state;
         returns the scratch tables holding each changed view's consolidated change."""
-        profile = self.profile
+        profile = self._profile
         changed_views: dict[str, str] = {}
         ran: set[str] = set()
         with profile.phase("views"):
@@ -133,12 +152,12 @@ class Ingest(_Base):
                 profile.views[view.name] = time.perf_counter() - start
                 if scratch is not None:
                     changed_views[view.name] = scratch
-                    commits.append((self.names.relation_trace(view.name), changes[view.name]))
+                    commits.append((self._names.relation_trace(view.name), changes[view.name]))
             runner.forget_unmaintained(ran)
-            self.on_commit.extend(runner.after_commit_actions)
-        self.on_commit.append(self.arrangements.committed)
-        self.on_rollback.append(self.arrangements.rolled_back)
-        with profile.phase("state appends"), self.arrangements.exporting():
+            self._on_commit.extend(runner.after_commit_actions)
+        self._on_commit.append(self._arrangements.committed)
+        self._on_rollback.append(self._arrangements.rolled_back)
+        with profile.phase("state appends"), self._arrangements.exporting():
             for table, rows in runner.commits:
                 self._append(table, rows)
             for table, rows in commits:  # consolidated changes
@@ -160,13 +179,13 @@ class Ingest(_Base):
         for name, batch in batches.items():
             table = self._tables[name]
             registered = f"__ivm_batch_{len(changes)}"
-            self.con.register(registered, batch)
+            self._con.register(registered, batch)
             self._registered_batches.append(registered)
             rows = f"SELECT {column_list(table.schema.names)}, {W} FROM {registered}"
             hashes = None
             if not (upsert and table.primary_key):
                 hashed = f"SELECT {hash_columns_sql(table)}, {W} FROM {registered}"
-                hashes = Change.read(self.con, hashed)
+                hashes = Change.read(self._con, hashed)
             if hashes is None or not hashes.consolidated():
                 rows, hashes = self._consolidated(table, registered, upsert)
             changes[name] = self._checked(table, hashes, rows, check)
@@ -177,20 +196,20 @@ class Ingest(_Base):
     ) -> tuple[str, Change]:
         """The batch consolidated into the table's scratch change table (an upsert's
         inserts retracting the rows they replace): SQL reading it, and its hashes."""
-        change = self.names.change(table.name)
+        change = self._names.change(table.name)
         source = consolidate_exact_sql(f"SELECT * FROM {registered}", table.schema)
         if upsert and table.primary_key:
-            source = upsert_sql(table, source, self.names.relation_trace(table.name))
-        self.con.execute(
+            source = upsert_sql(table, source, self._names.relation_trace(table.name))
+        self._con.execute(
             f"CREATE OR REPLACE TEMP TABLE {change} AS "
             f"SELECT *, {hash_columns_sql(table)} FROM ({source}) AS c"
         ).fetchall()
         rows = f"SELECT {column_list(table.schema.names)}, {W} FROM {change}"
-        return rows, Change.read(self.con, f"SELECT * FROM {change}")
+        return rows, Change.read(self._con, f"SELECT * FROM {change}")
 
     def _unregister_batches(self) -> None:
         for registered in self._registered_batches:
-            self.con.unregister(registered)
+            self._con.unregister(registered)
         self._registered_batches.clear()
 
     def _checked(self, table: TableSchema, hashes: Change, rows: str, check: bool) -> str:
@@ -205,32 +224,32 @@ class Ingest(_Base):
         index = self._row_index(table)
         if index.accepts(hashes):
             if check:
-                self.on_commit.append(lambda: self._index_applied(table.name, index, hashes))
+                self._on_commit.append(lambda: self._index_applied(table.name, index, hashes))
             return rows
-        into = self.names.scratch(table.name, "ingest", "resolved")
+        into = self._names.scratch(table.name, "ingest", "resolved")
         resolved = resolve_change(
-            self.con, table, rows, self.names.relation_trace(table.name), into,
-            self.names.scratch(table.name, "ingest", "touched"), check=check,
+            self._con, table, rows, self._names.relation_trace(table.name), into,
+            self._names.scratch(table.name, "ingest", "touched"), check=check,
         )
         if check:
-            exact = Change.read(self.con, f"SELECT {hash_columns_sql(table)}, {W} FROM {into}")
+            exact = Change.read(self._con, f"SELECT {hash_columns_sql(table)}, {W} FROM {into}")
             if index.accepts(exact):
-                self.on_commit.append(lambda: self._index_applied(table.name, index, exact))
+                self._on_commit.append(lambda: self._index_applied(table.name, index, exact))
             else:  # it passed: the index was misled by a hash collision; rebuild it
-                self.on_commit.append(lambda: self.row_indexes.pop(table.name, None))
+                self._on_commit.append(lambda: self._row_indexes.pop(table.name, None))
         return resolved
 
     def _row_index(self, table: TableSchema) -> RowIndex:
         """The table's row index, built from its trace at first use."""
-        index = self.row_indexes.get(table.name)
+        index = self._row_indexes.get(table.name)
         if index is None:
-            trace = self.names.relation_trace(table.name)
-            index = self.row_indexes[table.name] = RowIndex.load(self.con, table, trace)
+            trace = self._names.relation_trace(table.name)
+            index = self._row_indexes[table.name] = RowIndex.load(self._con, table, trace)
         return index
 
     def _index_applied(self, name: str, index: RowIndex, change: Change) -> None:
-        if self.row_indexes.get(name) is index and not index.apply(change):
-            del self.row_indexes[name]
+        if self._row_indexes.get(name) is index and not index.apply(change):
+            del self._row_indexes[name]
 
     def _view_change(
         self, runner: EpochRunner, view: ViewDef, changes: dict[str, str]
@@ -239,7 +258,7 @@ class Ingest(_Base):
         ``changes``); None when it has none. ViewFailed when its SQL fails."""
         if not view.sources & set(changes):
             return None
-        scratch = self.names.change(view.name)
+        scratch = self._names.change(view.name)
         try:
             delta = runner.run(view.circuit)
             if delta is None:
@@ -247,9 +266,9 @@ class Ingest(_Base):
             consolidated = consolidate_sql(delta, view.schema.names)
             start = time.perf_counter()
             rows = run_sql(
-                self.con, f"CREATE OR REPLACE TEMP TABLE {scratch} AS {consolidated}", view.name
+                self._con, f"CREATE OR REPLACE TEMP TABLE {scratch} AS {consolidated}", view.name
             )
-            self.profile.record(view.name, OUTPUT, time.perf_counter() - start, rows)
+            self._profile.record(view.name, OUTPUT, time.perf_counter() - start, rows)
         except IterationLimitError as error:  # replaying the epoch would only repeat it
             raise IterationLimitError(f"view {view.name!r}: {error}") from None
         except ExecutionError as error:
@@ -264,39 +283,39 @@ class Ingest(_Base):
     ) -> ExecutionError:
         """The ingest's failure in the user's terms: the epoch is replayed in a throwaway
         transaction up to the failing view, whose expressions are then tried one by one."""
-        self.con.execute("BEGIN TRANSACTION").fetchall()
+        self._con.execute("BEGIN TRANSACTION").fetchall()
         try:
             changes = self._table_changes(batches, upsert, check=False)
             runner = EpochRunner(
-                self.con, self.names, changes, iteration_limit=self.iteration_limit,
-                epoch=self.catalog.epoch + 1,
+                self._con, self._names, changes, iteration_limit=self.iteration_limit,
+                epoch=self._catalog.epoch + 1,
             )
             for view in self._views.values():
                 if view.name == failure.view.name:
                     return explain_failure(
-                        self.con, view.name, view.circuit, runner.change, failure.error
+                        self._con, view.name, view.circuit, runner.change, failure.error
                     )
                 self._view_change(runner, view, changes)
         except (duckdb.Error, IvmError):
             pass
         finally:
-            self.con.execute("ROLLBACK").fetchall()
+            self._con.execute("ROLLBACK").fetchall()
             self._unregister_batches()
         return failure
 
     def _append(self, table: str, rows: str, consolidated: bool = False) -> None:
         """Append ``rows`` to the trace ``table`` and record how many for compaction
         (``consolidated``: each row of ``rows`` is there once)."""
-        count = self.arrangements.append(table, rows)
-        self.compactor.appended(table, count, consolidated)
+        count = self._arrangements.append(table, rows)
+        self._compactor.appended(table, count, consolidated)
 
     def _fetch_change(self, view: str, changed: dict[str, str]) -> pa.Table:
         if view in changed:
-            return self.con.sql(f"SELECT * FROM {changed[view]}").to_arrow_table()
+            return self._con.sql(f"SELECT * FROM {changed[view]}").to_arrow_table()
         if view not in self._no_change:
             names = self._views[view].schema.names
-            trace = self.names.relation_trace(view)
-            self._no_change[view] = self.con.sql(
+            trace = self._names.relation_trace(view)
+            self._no_change[view] = self._con.sql(
                 f"SELECT {column_list(names)}, {W} FROM {trace} LIMIT 0"
             ).to_arrow_table()
         return self._no_change[view]
@@ -304,13 +323,13 @@ class Ingest(_Base):
     def _compact(self) -> None:
         keys: dict[str, tuple[str, ...]] = {}
         for table in self._tables.values():
-            keys[self.names.relation_trace(table.name)] = table.primary_key
+            keys[self._names.relation_trace(table.name)] = table.primary_key
         for view in self._views.values():
             for op, spec in view.circuit.traces():
-                keys[self.names.operator_trace(view.name, op.fingerprint, spec.role)] = spec.key
+                keys[self._names.operator_trace(view.name, op.fingerprint, spec.role)] = spec.key
         # Compaction changes no contents, and the epoch is already committed: a failure
         # here must not turn a successful ingest into an error. It is retried later.
         try:
-            self.compactor.compact_due(self.con, keys)
+            self._compactor.compact_due(self._con, keys)
         except duckdb.Error as error:
             warnings.warn(f"ivm: trace compaction failed, will retry: {error}", stacklevel=3)

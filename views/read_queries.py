@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import SqlglotError
+from sqlglot.errors import ParseError, SqlglotError
 
 from ivm.errors import SqlError
+from ivm.sql_frontend.parsing import parse_error, plain
+from ivm.sql_frontend.positions import TEXT_START
 
 
 def check_read_query(query: str) -> None:
     """Raise SqlError unless ``query`` is one read-only query (SELECT / WITH / set operation)."""
     try:
         trees = sqlglot.parse(query, read="duckdb")
+    except ParseError as error:  # its position and words, without terminal escape codes
+        raise parse_error(error, query, TEXT_START) from error
     except SqlglotError as error:
-        raise SqlError(f"cannot parse query: {error}") from error
+        raise SqlError(f"cannot parse query: {plain(str(error))}") from error
     if len(trees) != 1 or not isinstance(trees[0], exp.Query):
         raise SqlError("sql() runs one read-only query (SELECT / WITH / set operation)")
 

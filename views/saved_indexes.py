@@ -57,17 +57,17 @@ class SavedIndexes(_Base):
             kind, owner, entry = _parsed(name)
             if kind == TABLE and owner in self._tables:
                 try:
-                    self.row_indexes[owner] = RowIndex.from_arrays(arrays)
+                    self._row_indexes[owner] = RowIndex.from_arrays(arrays)
                 except (KeyError, ValueError, IndexError):
                     continue  # built from the trace at first use instead
             elif kind == OPERATOR:  # kept if its view is still there once loaded
-                self.operator_memory.setdefault(owner, {})[entry] = SavedMemory(arrays)
+                self._operator_memory.setdefault(owner, {})[entry] = SavedMemory(arrays)
         self._described.update(_schemas(taken.notes.get(DESCRIBED)))
 
     def _forget_memory_of_unknown_views(self) -> None:
         """Drop what was taken back for operators of views that are not there."""
-        for key in [k for k in self.operator_memory if k[0] not in self._views]:
-            del self.operator_memory[key]
+        for key in [k for k in self._operator_memory if k[0] not in self._views]:
+            del self._operator_memory[key]
 
     def _save_indexes(self) -> None:
         """Save the indexes for the next open (before the connection closes)."""
@@ -76,10 +76,10 @@ class SavedIndexes(_Base):
         directory = snapshot_dir(self._state_file)
         entries: dict[str, dict[str, np.ndarray]] = {}
         writable: dict[str, frozenset[str]] = {}
-        for table, index in self.row_indexes.items():
+        for table, index in self._row_indexes.items():
             name = json.dumps([TABLE, table, ""])
             entries[name], writable[name] = index.to_arrays(), WRITABLE
-        for (view, fingerprint), memory in self.operator_memory.items():
+        for (view, fingerprint), memory in self._operator_memory.items():
             for entry, value in memory.items():
                 arrays = _arrays_of(value)
                 if arrays is not None:
@@ -101,7 +101,7 @@ class SavedIndexes(_Base):
         if known is not None:
             return known
         try:
-            schema = describe(self.con, sql)
+            schema = describe(self._con, sql)
         except duckdb.Error as error:
             raise SqlError(f"DuckDB rejects the query: {error}") from error
         if self._opening:
@@ -112,9 +112,9 @@ class SavedIndexes(_Base):
         """An action run after a commit failed (the commit stands, the error is raised):
         the in-memory indexes it was bringing up to date may be half done, so all of them
         are dropped, to be built from the traces again at first use."""
-        self.row_indexes.clear()
-        self.operator_memory.clear()
-        self.arrangements.clear()
+        self._row_indexes.clear()
+        self._operator_memory.clear()
+        self._arrangements.clear()
 
     def _stamp(self) -> str:
         """What a snapshot must have been saved under to be taken back: the catalog's
@@ -122,7 +122,7 @@ class SavedIndexes(_Base):
         hashes and time codes (so that changing them changes the stamp)."""
         hashes = [hash_columns_sql(t) for _, t in sorted(self._tables.items())]
         codes = [time_code_sql("t", type_) for type_ in TIME_CODE_TYPES]
-        return json.dumps([self.catalog.signature(), duckdb.__version__, _ivm_version(),
+        return json.dumps([self._catalog.signature(), duckdb.__version__, _ivm_version(),
                            STATE_FORMAT, hashes, codes])
 
 

@@ -37,11 +37,11 @@ from ivm.execution.row_index import RowIndex
 from ivm.guard import guard_public, guarded
 from ivm.passes import optimize
 from ivm.passes.cyclic_joins import JoinPlan
-from ivm.plan.node import Plan, plain_sql
+from ivm.plan.node import Plan
 from ivm.schema import Schema, TableSchema, quote
 from ivm.sql_frontend.planner import plan_query
 from ivm.sql_frontend.positions import TEXT_START, Origin
-from ivm.sql_frontend.statements import CreateTable, CreateView, parse_script
+from ivm.sql_frontend.statements import parse_script
 from ivm.storage.catalog import Catalog, CatalogError
 from ivm.storage.manifest import Manifest
 from ivm.storage.naming import TableNames
@@ -49,14 +49,14 @@ from ivm.storage.traces import Compactor
 from ivm.views.ddl import Ddl
 from ivm.views.definitions import TableInfo, ViewDef, ViewInfo, table_info, view_info
 from ivm.views.diagnose import ViewFailed
-from ivm.views.explaining import explain_text
 from ivm.views.ingest import Ingest
 from ivm.views.join_plans import join_plan_property
 from ivm.views.read_queries import check_read_query
 from ivm.views.saved_indexes import SavedIndexes
 from ivm.views.state_file import claim, open_state, release, settle_settings
+from ivm.views.surface import Surface
 from ivm.views.table_codec import table_from_json
-from ivm.views.transaction import Transaction
+from ivm.views.transaction import Transaction, run_all
 from ivm.views.view_state import ViewState
 
 PLAN_CHANGE_POLICIES = ("rebuild", "refuse")
@@ -100,7 +100,7 @@ def connect(path: str | os.PathLike[str] | None = None, *, spark: Any = None,
     return session
 
 
-class Session(Ddl, Ingest, ViewState, SavedIndexes):
+class Session(Surface, Ddl, Ingest, ViewState, SavedIndexes):
     """An ivm database: tables, views, and the epoch they are at. Every public method and
     property lets only ``ivm.IvmError`` out (``ivm.guard``: each subclass is guarded too)."""
 
@@ -117,39 +117,40 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
         self._closed = False
         self._ready = False  # opened whole: only then are its indexes saved at close
         try:
-            self.con = open_state(self._state_file)
+            self._con = open_state(self._state_file)
         except BaseException:
             release(self._state_file)
             raise
         self.on_plan_change = on_plan_change
         self._iteration_limit = DEFAULT_ITERATION_LIMIT
-        self.names = TableNames()
-        self.compactor = Compactor()
+        self._names = TableNames()
+        self._compactor = Compactor()
         self._tables: dict[str, TableSchema] = {}
-        self.arrow_schemas: dict[str, pa.Schema] = {}
+        self._arrow_schemas: dict[str, pa.Schema] = {}
         self._views: dict[str, ViewDef] = {}
         self._no_change: dict[str, pa.Table] = {}  # each view's empty change, by name
-        self.row_indexes: dict[str, RowIndex] = {}  # base tables' live rows, built at first use
-        self.operator_memory: OperatorMemory = {}  # operators' in-memory state (Run.memory)
-        self.arrangements = Arrangements(self.con)  # traces searchable by key, built at use
+        self._row_indexes: dict[str, RowIndex] = {}  # base tables' live rows, built at first use
+        self._operator_memory: OperatorMemory = {}  # operators' in-memory state (Run.memory)
+        self._arrangements = Arrangements(self._con)  # traces searchable by key, built at use
         # DuckDB's DESCRIBE of SQL while the stored views were planned at open (and those the
         # last session saved): asked again only if not there. Emptied by any DDL.
         self._described: dict[str, Schema] = {}
         self._opening = False
         self._columns_at_open: dict[str, tuple[tuple[str, str], ...]] | None = None
-        self.profile = EpochProfile()  # the epoch running (or the last one)
+        self._profile = EpochProfile()  # the epoch running (or the last one)
         self.last_profile: EpochProfile | None = None  # the last epoch applied
         self._registered_batches: list[str] = []  # Arrow batches DuckDB reads this epoch
-        self.on_commit: list[Callable[[], None]] = []  # run after the open transaction commits
-        self.on_rollback: list[Callable[[], None]] = []  # …or, in reverse, after it rolls back
+        self._on_commit: list[Callable[[], None]] = []  # run after the open transaction commits
+        self._on_rollback: list[Callable[[], None]] = []  # …or, in reverse, after it rolls back
         self._pending_rebuilds: list[tuple[ViewDef, Manifest | None, str]] = []
+        self._init_outside()
         try:
             try:
-                self.catalog = Catalog(self.con)
+                self._catalog = Catalog(self._con)
             except CatalogError as error:
                 raise StateError(f"state at {self.path}: {error}") from error
             self._check_mode()
-            self.settings = settle_settings(self.con, self.catalog, settings, self.path)
+            self.settings = settle_settings(self._con, self._catalog, settings, self.path)
             self._load()
             self._opened()
             self._ready = True
@@ -166,7 +167,7 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
 
     def _check_mode(self) -> None:
         """Refuse state kept by Spark mode: its contents are not in this database."""
-        if self.catalog.mode() is not None:
+        if self._catalog.mode() is not None:
             raise StateError(
                 f"state at {self.path} was created in Spark mode: "
                 "open it with ivm.connect(path, spark=spark)"
@@ -175,7 +176,7 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
     def _load(self) -> None:
         """Register the stored tables, take back what the last session saved, and register
         the stored views (planning every view again)."""
-        entries = self.catalog.entries()
+        entries = self._catalog.entries()
         for kind, name, definition in entries:
             if kind == "table":
                 self._register_table(table_from_json(name, definition))
@@ -194,9 +195,9 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
     def _opened(self) -> None:
         """Make the loaded state ready: upgrade an older format, and rebuild the views whose
         state was computed for another plan."""
-        if self.catalog.upgraded_from is not None:
+        if self._catalog.upgraded_from is not None:
             with self._transaction(StateError):
-                self.catalog.upgrade()
+                self._catalog.upgrade()
         self._rebuild_pending()
 
     # -- public API --------------------------------------------------------------------------
@@ -204,7 +205,7 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
     @property
     def epoch(self) -> int:
         """The last epoch applied (0 before any ingest)."""
-        return self.catalog.epoch
+        return self._catalog.epoch
 
     @property
     def iteration_limit(self) -> int:
@@ -226,7 +227,7 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
         """Every base table by name, with its columns and its SQL (read-only)."""
         self._check_open()
         return MappingProxyType(
-            {n: table_info(t, self.arrow_schemas[n]) for n, t in self._tables.items()}
+            {n: table_info(t, self._arrow_schemas[n]) for n, t in self._tables.items()}
         )
 
     @property
@@ -239,7 +240,9 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
 
     def execute(self, sql: str) -> None:
         """Run DDL: CREATE [OR REPLACE] TABLE, CREATE [OR REPLACE] [MATERIALIZED] VIEW,
-        DROP VIEW, DROP TABLE (… CASCADE drops the views that read it too).
+        DROP VIEW, DROP TABLE (… CASCADE drops the views that read it too), ALTER TABLE …
+        ADD / DROP / RENAME COLUMN (embedded mode; ``views.altering``), and REFRESH
+        [MATERIALIZED] VIEW (a no-op, with an ``IvmWarning``: views are always fresh).
 
         A script of several statements is applied atomically: if one fails, none applies.
         """
@@ -249,71 +252,59 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
         try:
             with self._transaction():  # the whole script, or nothing
                 for statement in statements:
-                    if isinstance(statement, CreateTable):
-                        self._create_table(statement)
-                    elif isinstance(statement, CreateView):
-                        self._create_view(statement)
-                    else:
-                        self._drop(statement)
+                    self._run_statement(statement)
         except ViewFailed as failure:
             raise self._explain_backfill(failure) from failure.error
 
     def ingest(
-        self,
-        table: str | Mapping[str, Any],
-        batch: Any = None,
-        mode: str = "insert",
+        self, table: str | Mapping[str, Any], batch: Any = None, mode: str = "insert",
+        *, epoch: int | None = None, sequence: str | None = None, progress: bool | None = None,
     ) -> dict[str, pa.Table]:
-        """Apply one epoch of changes; returns every view's change (a consolidated Z-set)."""
-        profile = self.profile = EpochProfile(self.epoch + 1)
+        """Apply one epoch of changes; returns every view's change (a consolidated Z-set).
+
+        ``ingest(table, batch)`` or ``ingest({table: batch, …})`` (one atomic epoch; not
+        both). ``mode="insert"`` (default) or ``"upsert"`` (an insert replaces the row with
+        its key; of several inserts of one key the last wins, in batch order or by the
+        batch's column ``sequence=``). Debezium key-only deletes and truncates apply
+        (``views.arrival``). ``epoch=N`` applies the batch exactly once as epoch N
+        (``views.epochs``): N already applied returns that epoch's deltas and does nothing.
+        A batch with no rows and no ``epoch=`` is a no-op: the epoch stays. A
+        ``RecordBatchReader`` or DuckDB relation streams in chunks, one epoch; ``progress``
+        shows a progress bar (``views.loading``). Batches: ``views.batches``.
+        """
+        replay = self._replayed(epoch)
+        if replay is not None:
+            return replay
+        if self._streamed(table, batch, progress):
+            return self._load_stream(table, batch, mode, sequence, progress, epoch is not None)
+        profile = self._profile = EpochProfile(self.epoch + 1)
         with profile.phase("batches"):
-            changes = self._prepared(table, batch, mode)
+            changes = self._prepared(table, batch, mode, sequence)
+        if epoch is None and self._no_rows(changes):
+            return self._unchanged()
         deltas = self._commit_epoch(changes, upsert=mode == "upsert")
         with profile.phase("results"):
             result = {name: self._fetch_change(name, deltas) for name in self._views}
         with profile.phase("compaction"):
             self._compact()
         self.last_profile = profile
+        self._after_epoch(result)
         return result
 
     def read(self, name: str) -> pa.Table:
         """Current contents of a view (or table): one row per copy."""
         self._check_open()
         name = self._known(name)
-        return self.con.sql(f"SELECT * FROM {quote(name)}").to_arrow_table()
+        return self._con.sql(f"SELECT * FROM {quote(name)}").to_arrow_table()
 
     def sql(self, query: str) -> pa.Table:
         """Run a read-only query over tables and views."""
         self._check_open()
         check_read_query(query)
         try:
-            return self.con.sql(query).to_arrow_table()
+            return self._con.sql(query).to_arrow_table()
         except duckdb.Error as error:
             raise SqlError(f"query failed: {error}") from error
-
-    def explain(self, view: str, analyze: bool = False) -> str:
-        """The incremental circuit of ``view``, one operator per line. With ``analyze``,
-        the last epoch's profile too: its phases, the view's time and strategy, and each
-        operator's statements, time and rows (as DuckDB's EXPLAIN ANALYZE)."""
-        self._check_open()
-        view = self._resolve(view)
-        if view not in self._views:
-            raise SqlError(f"no view named {view!r}")
-        circuit = self._views[view].circuit
-        if not analyze:
-            return circuit.explain()
-        return explain_text(
-            view, circuit, self.last_profile, self.arrangements.sizes(), self.names
-        )
-
-    def plain_sql(self, view: str) -> str:
-        """The view's logical plan as one ordinary DuckDB query over its tables and views:
-        what recomputing it from scratch runs (a second oracle for the planner)."""
-        self._check_open()
-        view = self._resolve(view)
-        if view not in self._views:
-            raise SqlError(f"no view named {view!r}")
-        return plain_sql(self._views[view].plan)
 
     def close(self) -> None:
         """Close the session; persistent state stays on disk, with its in-memory indexes
@@ -321,18 +312,19 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
         if not self._closed:
             self._closed = True
             try:
+                run_all(self._on_close_actions)  # servers stop (views.serving)
                 if self._ready:
                     self._save_indexes()
             finally:
                 try:
-                    self.con.close()
+                    self._con.close()
                 finally:
                     release(self._state_file)
 
     def _after_unexpected(self) -> None:
         """After an unexpected exception (``ivm.guard``): drop what is rebuilt at first use."""
-        self.row_indexes.clear()
-        self.operator_memory.clear()
+        self._row_indexes.clear()
+        self._operator_memory.clear()
         self._described.clear()
         self._no_change = {}
 
@@ -372,23 +364,25 @@ class Session(Ddl, Ingest, ViewState, SavedIndexes):
 
     def _arrow_schema(self, schema: Schema) -> pa.Schema:
         columns = ", ".join(f"CAST(NULL AS {c.type}) AS {quote(c.name)}" for c in schema.columns)
-        return self.con.sql(f"SELECT {columns} WHERE false").to_arrow_table().schema
+        return self._con.sql(f"SELECT {columns} WHERE false").to_arrow_table().schema
 
     # -- transactions ------------------------------------------------------------------------
 
     def _transaction(self, error_class: type[IvmError] = SqlError) -> Transaction:
         return Transaction(self, error_class)
 
-    def snapshot(self) -> tuple[dict[str, Any], ...]:
+    def _snapshot(self) -> tuple[dict[str, Any], ...]:
         """The in-memory catalog, restored when a transaction rolls back."""
-        return (dict(self._tables), dict(self.arrow_schemas), dict(self._views))
+        return (dict(self._tables), dict(self._arrow_schemas), dict(self._views))
 
-    def restore(self, saved: tuple[dict[str, Any], ...]) -> None:
+    def _restore(self, saved: tuple[dict[str, Any], ...]) -> None:
         """Put back what ``snapshot`` returned."""
         tables, arrow_schemas, views = saved
-        self._tables, self.arrow_schemas, self._views = tables, arrow_schemas, views
+        self._tables, self._arrow_schemas, self._views = tables, arrow_schemas, views
         self._no_change = {}
 
 
 guard_public(Session)
+
+
 __all__ = ["Session", "ViewDef", "connect"]

@@ -21,15 +21,15 @@ from ivm.execution.failures import sql_failure
 class Transactional(Protocol):
     """What a transaction needs of the session."""
 
-    con: duckdb.DuckDBPyConnection
-    on_commit: list[Callable[[], None]]
-    on_rollback: list[Callable[[], None]]
+    _con: duckdb.DuckDBPyConnection
+    _on_commit: list[Callable[[], None]]
+    _on_rollback: list[Callable[[], None]]
 
-    def snapshot(self) -> Any:
+    def _snapshot(self) -> Any:
         """The in-memory catalog, to restore after a roll-back."""
         ...
 
-    def restore(self, saved: Any) -> None:
+    def _restore(self, saved: Any) -> None:
         """Put back what ``snapshot`` returned."""
         ...
 
@@ -59,9 +59,9 @@ class Transaction:
 
     def __enter__(self) -> None:
         s = self.session
-        self.saved = s.snapshot()
-        s.on_commit, s.on_rollback = [], []
-        s.con.execute("BEGIN TRANSACTION").fetchall()
+        self.saved = s._snapshot()
+        s._on_commit, s._on_rollback = [], []
+        s._con.execute("BEGIN TRANSACTION").fetchall()
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, tb: object
@@ -69,24 +69,24 @@ class Transaction:
         s = self.session
         if kind is None:
             try:
-                s.con.execute("COMMIT").fetchall()
+                s._con.execute("COMMIT").fetchall()
             except duckdb.Error as commit_error:
-                s.restore(self.saved)
-                run_all(reversed(s.on_rollback))
+                s._restore(self.saved)
+                run_all(reversed(s._on_rollback))
                 raise StateError(f"committing failed, nothing was applied: {commit_error}") from (
                     commit_error
                 )
             try:
-                run_all(s.on_commit)
+                run_all(s._on_commit)
             except BaseException:
                 s.commit_actions_failed()
                 raise
             return
         try:
-            s.con.execute("ROLLBACK").fetchall()
+            s._con.execute("ROLLBACK").fetchall()
         finally:
-            s.restore(self.saved)
-            run_all(reversed(s.on_rollback))
+            s._restore(self.saved)
+            run_all(reversed(s._on_rollback))
         if isinstance(error, duckdb.Error):
             if self.error_class is ExecutionError:  # an epoch's statements are ivm's own
                 raise sql_failure(error) from error

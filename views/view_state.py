@@ -67,7 +67,7 @@ class ViewState(_Base):
         except IvmError as error:
             raise StateError(f"stored view {name!r} cannot be planned: {error}") from error
         try:
-            stored = self.catalog.manifest(name)
+            stored = self._catalog.manifest(name)
         except CatalogError as error:
             raise StateError(f"state at {self.path} is damaged: {error}") from error
         expected = self._manifest(view)
@@ -113,37 +113,38 @@ class ViewState(_Base):
         transaction: the failed one is unusable): the expression a value failed in, or,
         for SQL of ivm's own, the construct it was for."""
         internal = failure.internal
-        self.con.execute("BEGIN TRANSACTION").fetchall()
+        self._con.execute("BEGIN TRANSACTION").fetchall()
         try:
             runner = EpochRunner(
-                self.con, self.names, {}, backfill=True, iteration_limit=self.iteration_limit,
-                epoch=self.catalog.epoch,
+                self._con, self._names, {}, backfill=True, iteration_limit=self.iteration_limit,
+                epoch=self._catalog.epoch,
             )
             view = failure.view
             if internal is not None:
-                create_traces(self.con, self.names, view.circuit)  # what its SQL reads
+                create_traces(self._con, self._names, view.circuit)  # what its SQL reads
                 return explain_internal(
-                    self.con, view.name, view.circuit, runner.change, internal
+                    self._con, view.name, view.circuit, runner.change, internal
                 )
             return explain_failure(
-                self.con, view.name, view.circuit, runner.change, failure.error, EXISTING
+                self._con, view.name, view.circuit, runner.change, failure.error, EXISTING
             )
         except (duckdb.Error, IvmError):
             return internal or failure
         finally:
-            self.con.execute("ROLLBACK").fetchall()
+            self._con.execute("ROLLBACK").fetchall()
 
     def _manifest(self, view: ViewDef) -> Manifest:
         """The manifest of the state the view's circuit keeps today."""
         traces = [
             TraceEntry(
-                self.names.operator_trace(view.name, op.fingerprint, spec.role),
+                self._names.operator_trace(view.name, op.fingerprint, spec.role),
                 columns_of(spec.schema),
                 spec.key,
             )
             for op, spec in view.circuit.traces()
         ]
-        traces.append(TraceEntry(self.names.relation_trace(view.name), columns_of(view.schema), ()))
+        output = self._names.relation_trace(view.name)
+        traces.append(TraceEntry(output, columns_of(view.schema), ()))
         return Manifest.of(STATE_FORMAT, view.circuit.fingerprint, traces)
 
     def _check_state(self, view: ViewDef, manifest: Manifest) -> None:
@@ -162,15 +163,15 @@ class ViewState(_Base):
         """Every base table's trace must exist, or the state is unusable."""
         present = self._table_columns()
         missing = [
-            self.names.relation_trace(n)
+            self._names.relation_trace(n)
             for n in self._tables
-            if unquote(self.names.relation_trace(n)) not in present
+            if unquote(self._names.relation_trace(n)) not in present
         ]
         if missing:
             raise StateError(f"state at {self.path} is missing trace table(s) {', '.join(missing)}")
 
     def _table_columns(self) -> dict[str, tuple[tuple[str, str], ...]]:
-        rows = self.con.execute(
+        rows = self._con.execute(
             "SELECT table_name, column_name, data_type FROM duckdb_columns() "
             "WHERE database_name = current_database() ORDER BY table_name, column_index"
         ).fetchall()
@@ -185,55 +186,55 @@ class ViewState(_Base):
     def _build_view_state(self, view: ViewDef, rebuild: bool = False) -> None:
         """Create the view's traces and fill them from its inputs (backfill); ``rebuild``:
         in place of state computed for another plan (dropped already, here)."""
-        trace = self.names.relation_trace(view.name)
-        create_trace(self.con, trace, list(columns_of(view.schema)))
-        create_traces(self.con, self.names, view.circuit)
+        trace = self._names.relation_trace(view.name)
+        create_trace(self._con, trace, list(columns_of(view.schema)))
+        create_traces(self._con, self._names, view.circuit)
         runner = EpochRunner(
-            self.con, self.names, {}, backfill=True, iteration_limit=self.iteration_limit,
-            epoch=self.catalog.epoch,
+            self._con, self._names, {}, backfill=True, iteration_limit=self.iteration_limit,
+            epoch=self._catalog.epoch,
         )
         try:
             delta = runner.run(view.circuit)
             # The delta's SQL reads operators' integrals (their traces before the epoch):
             # run it before the state appends (a join of two changed inputs read an
             # aggregate's new row twice when the appends ran first).
-            self.compactor.created(trace)
-            self.on_rollback.append(lambda: self.compactor.forget(trace))
+            self._compactor.created(trace)
+            self._on_rollback.append(lambda: self._compactor.forget(trace))
             if delta is not None:
                 consolidated = consolidate_sql(delta, view.schema.names)
-                rows = run_sql(self.con, f"INSERT INTO {trace} {consolidated}", view.name)
-                self.compactor.appended(trace, rows, consolidated=True)
+                rows = run_sql(self._con, f"INSERT INTO {trace} {consolidated}", view.name)
+                self._compactor.appended(trace, rows, consolidated=True)
             for table, rows in runner.commits:
-                run_sql(self.con, f"INSERT INTO {table} {rows}", view.name)
+                run_sql(self._con, f"INSERT INTO {table} {rows}", view.name)
         except IterationLimitError as error:
             raise IterationLimitError(f"view {view.name!r}: {error}") from None
         except (ExecutionError, InternalError) as error:  # explained by _explain_backfill
             raise ViewFailed(view, error, EXISTING) from error
-        create_reader(self.con, view.name, trace, view.schema.names)
-        self.catalog.set_manifest(view.name, self._manifest(view))
+        create_reader(self._con, view.name, trace, view.schema.names)
+        self._catalog.set_manifest(view.name, self._manifest(view))
 
     def _drop_view_state(self, name: str, manifest: Manifest | None) -> None:
         """Drop a view's reader and every trace of its state (as its manifest lists them;
         state from before manifests: the operator traces of that format's naming)."""
-        self.con.execute(f"DROP VIEW IF EXISTS {quote(name)}").fetchall()
-        tables = [self.names.relation_trace(name)]
+        self._con.execute(f"DROP VIEW IF EXISTS {quote(name)}").fetchall()
+        tables = [self._names.relation_trace(name)]
         if manifest is not None:
             tables += [t.location for t in manifest.traces]
         else:
             legacy = re.compile(rf"__ivm_op_{re.escape(name)}#\d+")
             tables += [quote(t) for t in self._table_columns() if legacy.fullmatch(t)]
         for table in dict.fromkeys(tables):
-            self.con.execute(f"DROP TABLE IF EXISTS {table}").fetchall()
-            self.compactor.forget(table)
-            self.arrangements.forget(table)
-        for key in [k for k in self.operator_memory if k[0] == name]:
-            del self.operator_memory[key]
+            self._con.execute(f"DROP TABLE IF EXISTS {table}").fetchall()
+            self._compactor.forget(table)
+            self._arrangements.forget(table)
+        for key in [k for k in self._operator_memory if k[0] == name]:
+            del self._operator_memory[key]
 
     def _drop_table_state(self, name: str) -> None:
         """Drop a base table's reader and trace."""
-        self.con.execute(f"DROP VIEW IF EXISTS {quote(name)}").fetchall()
-        trace = self.names.relation_trace(name)
-        self.con.execute(f"DROP TABLE IF EXISTS {trace}").fetchall()
-        self.compactor.forget(trace)
-        self.arrangements.forget(trace)
-        self.row_indexes.pop(name, None)
+        self._con.execute(f"DROP VIEW IF EXISTS {quote(name)}").fetchall()
+        trace = self._names.relation_trace(name)
+        self._con.execute(f"DROP TABLE IF EXISTS {trace}").fetchall()
+        self._compactor.forget(trace)
+        self._arrangements.forget(trace)
+        self._row_indexes.pop(name, None)

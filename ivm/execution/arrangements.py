@@ -132,9 +132,10 @@ class Arrangements:
                 rows = self._query(
                     f"SELECT {cols}, {hash_sql(key)} AS {key_hash(0)}, "
                     f"{row_hash_sql(names)} AS {ROW_HASH}, SUM({W})::BIGINT AS {W} "
-                    f"FROM {table} GROUP BY ALL HAVING SUM({W}) <> 0"
+                    f"FROM {table} GROUP BY ALL HAVING SUM({W}) <> 0 ORDER BY {key_hash(0)}"
                 )
-            by_key[key] = Arrangement.of(
+            # Grouped by value, so each row once: sorted by DuckDB, taken as it comes.
+            by_key[key] = Arrangement.of_consolidated(
                 rows.select(names),
                 rows.column(key_hash(0)).to_numpy(),
                 rows.column(ROW_HASH).to_numpy(),

@@ -159,14 +159,16 @@ class EpochRunner:
             return read_sql(f"SELECT * FROM {table}", names, at, live)
         start = time.perf_counter()
         rows = self.arrangements.lookup(table, at, live, self._view)
+        types = dict(self.arrangements.columns(table))
+        if self.profile is not None:
+            self.profile.lookups += time.perf_counter() - start
+        if rows.num_rows == 0:  # nothing at those keys: no table to register
+            return empty_relation(Schema(tuple(Column(n, types[n]) for n in names)))
         name = f"__ivm_slice{len(self.slices)}_{self.epoch}"
         self.con.register(name, rows)
         self.slices.append(name)
-        if self.profile is not None:
-            self.profile.lookups += time.perf_counter() - start
         # The slice is consolidated already; the keys' values pick out the hashes' rows.
         # Its columns take back the trace's exact types (Arrow has no ENUM, say).
-        types = dict(self.arrangements.columns(table))
         typed = ", ".join(f"CAST({quote(n)} AS {types[n]}) AS {quote(n)}" for n in names)
         return read_sql(f"SELECT {typed}, {W} FROM {name}", names, at)
 

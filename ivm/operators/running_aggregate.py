@@ -19,20 +19,21 @@ State, both partitioned and sorted by the group keys:
   new one with +1.
 * ``input``: the input's integral (rows with weights), read only for flagged groups.
 
-Per epoch, in one statement over the consolidated change ``d`` (a scratch table):
+Per epoch, in two statements over the consolidated change ``d`` (a scratch table):
 
     p  = per group of d: the count's and moments' partial sums, each form's partials
-    o  = the old versions of those groups
+    o  = the old versions of those groups (read at d's keys)
     c  = p ⋈ o: the new moments and running state (each form's ``combine``), flagged
          where a form's guard says the state cannot give the value (every counted
-         copy of an extreme gone, a float value out of the exact range live)
+         copy of an extreme gone, a float value out of the exact range live):
+         the first statement, a scratch table
     r  = for the flagged groups only, their running state from their live rows
-         (input at those keys ⊎ d: each form's ``recompute``)
+         (input read at the flagged keys ⊎ d: each form's ``recompute``)
     versions: o with −1; c with +1, r's running state where flagged
 
-With no group flagged, the semi-join of ``input`` with the empty flagged set ends
-before scanning it; with a few, ``=`` on their keys lets DuckDB skip the parts of a
-sorted input that cannot hold them. The versions' scratch table marks each new
+The input is read at the flagged keys only, once they are known: through an
+arrangement in the embedded session (no scan at all, whatever the table's size), as
+a semi-join on the trace elsewhere. The versions' scratch table marks each new
 version that was recomputed (``__recomputed``): not state, but what tests count.
 
 Cost: the statement is larger than ``GroupRecompute``'s, so DuckDB takes longer to
@@ -175,10 +176,19 @@ class RunningAggregate(Operator):
         keys = self.aggregate.keys
         touched = f"SELECT DISTINCT {column_list(keys)} FROM ({change}) AS __d"
         groups = run.read(self, GROUPS, At(keys, touched) if keys else None, live=True)
-        # The flagged groups' rows are picked out of every row in the statement that
-        # knows which groups are flagged.
-        inputs = run.read(self, INPUT)
-        versions = run.materialize(self, "versions", self.step_sql(change, groups, inputs))
+        old = f"SELECT {column_list(self.state.names)} FROM ({groups}) AS s"
+        # Two steps: which groups are flagged first, then only their rows are read.
+        combined = run.materialize(
+            self, "combined", self.combined_sql(self.partials_sql(change), old)
+        )
+        if keys:
+            flagged = f"SELECT {column_list(keys)} FROM ({combined}) AS c WHERE {FLAG}"
+            inputs = run.read(self, INPUT, At(keys, flagged))
+        else:
+            inputs = run.read(self, INPUT)
+        versions = run.materialize(
+            self, "versions", self.step_sql(change, old, combined, inputs)
+        )
         run.append(self, INPUT, change)
         run.append(self, GROUPS,
                    f"SELECT {column_list(self.state.names)}, {W} FROM ({versions}) AS v")
@@ -323,16 +333,15 @@ class RunningAggregate(Operator):
             f"(SELECT * FROM f WHERE {some_null}) AS f ON {null_safe_match(keys, 'x', 'f')}"
         )
 
-    def step_sql(self, delta: str, groups: str, inputs: str) -> str:
+    def step_sql(self, delta: str, old: str, combined: str, inputs: str) -> str:
         """This epoch's group versions: old ones with −1, new ones with +1 (see the module).
-        ``groups``: the live group versions before the epoch, at (at least) the groups
-        ``delta`` touches; ``inputs``: the input's rows before the epoch, at (at least)
-        the groups flagged."""
+        ``old``: the live group versions before the epoch at the groups ``delta``
+        touches; ``combined``: ``combined_sql`` of them (the flag included); ``inputs``:
+        the input's rows before the epoch, at (at least) the groups flagged."""
         node = self.aggregate
         keys = list(node.keys)
         stored, held = self.state.names, self.held_names()
         names = self.inputs[0].schema.names
-        old = f"SELECT {column_list(stored)} FROM ({groups}) AS s"
         if keys:
             flagged = f"SELECT {column_list(keys)} FROM c WHERE {FLAG}"
         else:
@@ -363,9 +372,8 @@ class RunningAggregate(Operator):
         )
         ctes = [
             f"d AS ({delta})",
-            f"p AS MATERIALIZED ({self.partials_sql('SELECT * FROM d')})",
             f"o AS MATERIALIZED ({old})",
-            f"c AS MATERIALIZED ({self.combined_sql('SELECT * FROM p', 'SELECT * FROM o')})",
+            f"c AS ({combined})",
             f"f AS ({flagged})",
             f"r AS ({self.recomputed_sql(live)})",
             f"n AS (SELECT {', '.join(new)} FROM c LEFT JOIN r ON "

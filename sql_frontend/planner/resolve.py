@@ -38,6 +38,13 @@ def resolve(
         )
     except (OptimizeError, SqlglotError) as error:
         message, node = _located(str(error), tree)
+        sources = _ambiguous(node, relations)
+        if node is not None and len(sources) > 1:
+            name = node.name if isinstance(node, exp.Column) else node.sql()
+            raise SqlError(
+                f"{locator.describe(f'column {name!r}', node)} is ambiguous: "
+                f"{' and '.join(sources)} both have it; qualify it ({sources[0]}.{name})"
+            ) from error
         raise SqlError(f"cannot resolve {locator.describe(message, node)}") from error
     except AssertionError as error:  # sqlglot's own checks of shapes it does not expect
         construct = locator.describe("query", tree)
@@ -64,6 +71,26 @@ def _located(message: str, tree: exp.Expression) -> tuple[str, exp.Expression | 
             if identifier.name == name:
                 return text, _column_of(identifier)
     return text, None
+
+
+def _ambiguous(node: exp.Expression | None, relations: Mapping[str, Schema]) -> list[str]:
+    """The tables (by name or alias) of the node's SELECT that all have the unqualified
+    column ``node`` names: two or more make it ambiguous, not unknown."""
+    if not isinstance(node, exp.Column) or node.table:
+        return []
+    select = node.find_ancestor(exp.Select)
+    if select is None:
+        return []
+    from_ = select.args.get("from") or select.args.get("from_")
+    tables = [from_.this] if from_ is not None else []
+    tables += [join.this for join in select.args.get("joins") or []]
+    folded = {n.lower(): s for n, s in relations.items()}
+    having = []
+    for table in tables:
+        schema = folded.get(table.name.lower()) if isinstance(table, exp.Table) else None
+        if schema is not None and node.name.lower() in {c.lower() for c in schema.names}:
+            having.append(table.alias_or_name)
+    return having
 
 
 def _column_of(identifier: exp.Identifier) -> exp.Expression:

@@ -26,13 +26,14 @@ from ivm.sql_frontend.planner.naming import ref, rename_columns, unique_names
 from ivm.sql_frontend.planner.subqueries import has_subquery, plan_where, with_values
 from ivm.sql_frontend.planner.top_k import limited, ordering_of
 from ivm.sql_frontend.planner.unnest_select import unnest_outputs
+from ivm.sql_frontend.planner.where_pushdown import push_where
 from ivm.sql_frontend.planner.windows import distinct_on, plan_windows, window_operands
 
 
 def plan_select(ctx: Context, node: exp.Select, scope: Scope) -> Plan:
     """Plan one (qualified) SELECT whose CTEs are ``scope`` plus its own."""
     scope = with_ctes(ctx, node, scope)
-    node = hoist_join_subqueries(node)
+    node = push_where(hoist_join_subqueries(node))
     _no_aggregates_in_clauses(ctx, node)
     plan = plan_from(ctx, node, scope)
     where = node.args.get("where")
@@ -43,7 +44,7 @@ def plan_select(ctx: Context, node: exp.Select, scope: Scope) -> Plan:
         plan = ctx.typed(Filter(schema=plan.schema, input=plan, predicate=predicate))
     raw = [(e.alias_or_name, e.unalias()) for e in node.expressions]
     hide = node.args.get("distinct") is None or distinct_on(node) is not None
-    ordering = ordering_of(ctx, node, raw, can_hide=hide)
+    ordering = ordering_of(ctx, node, raw, can_hide=hide, columns=plan.schema.names)
     raw += ordering.hidden if ordering is not None else []
     raw += window_operands(node)  # QUALIFY, DISTINCT ON: planned with the SELECT list
     having = node.args.get("having")

@@ -14,6 +14,7 @@ rows, which maintenance could not reproduce: it is refused.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sqlglot import exp
@@ -45,11 +46,18 @@ class Ordering:
 
 
 def ordering_of(
-    ctx: Context, node: exp.Query, outputs: list[Output], *, can_hide: bool
+    ctx: Context,
+    node: exp.Query,
+    outputs: list[Output],
+    *,
+    can_hide: bool,
+    columns: list[str] | tuple[str, ...] = (),
 ) -> Ordering | None:
     """``node``'s ORDER BY … LIMIT / OFFSET over its ``outputs``; None without LIMIT and
     OFFSET. ``can_hide``: ORDER BY may use expressions outside the outputs (a plain
-    SELECT; not a set operation or SELECT DISTINCT, where SQL forbids it)."""
+    SELECT; not a set operation or SELECT DISTINCT, where SQL forbids it). ``columns``:
+    the FROM clause's columns (``alias.column``), which a name inside an ORDER BY
+    expression means before an output of that name (``_resolved``)."""
     limit_node, offset_node = node.args.get("limit"), node.args.get("offset")
     if limit_node is None and offset_node is None:
         return None
@@ -64,7 +72,7 @@ def ordering_of(
     limit = _count(ctx, limit_node) if limit_node is not None else None
     offset = _count(ctx, offset_node) if offset_node is not None else 0
     ordering = Ordering([], limit, offset)
-    texts = {sql_text(e): i for i, (_, e) in enumerate(outputs)}
+    texts = {sql_text(e.unnest()): i for i, (_, e) in reversed(list(enumerate(outputs)))}
     names = {name.lower(): i for i, (name, _) in enumerate(outputs)}
     for term in order.expressions:
         descending = bool(term.args.get("desc"))
@@ -73,6 +81,8 @@ def ordering_of(
         if isinstance(expression, exp.Var) and expression.name.upper() == "ALL":
             ordering.terms += [(i, descending, nulls_first) for i in range(len(outputs))]
             continue
+        if not _bare_name(expression):
+            expression = _resolved(expression, node, outputs, columns)
         position = _position(expression, names, texts, len(outputs))
         if position is None:
             if not can_hide:
@@ -109,7 +119,8 @@ def limited(ctx: Context, plan: Plan, ordering: Ordering | None) -> Plan:
 def _position(
     expression: exp.Expression, names: dict[str, int], texts: dict[str, int], count: int
 ) -> int | None:
-    """The output an ORDER BY term names: by position, output name or same expression."""
+    """The output an ORDER BY term names: by position, output name or same expression
+    (parentheses around either aside: ``SELECT DISTINCT(a) … ORDER BY a``)."""
     if isinstance(expression, exp.Literal) and not expression.is_string:
         position = int(expression.this) - 1
         return position if 0 <= position < count else None
@@ -117,7 +128,44 @@ def _position(
         found = names.get(expression.name.lower())
         if found is not None:
             return found
-    return texts.get(sql_text(expression))
+    return texts.get(sql_text(expression.unnest()))
+
+
+def _bare_name(expression: exp.Expression) -> bool:
+    """An ORDER BY term that is a name alone (an output's name before a column's)."""
+    return isinstance(expression.unnest(), exp.Column) and not expression.unnest().table
+
+
+def _resolved(
+    expression: exp.Expression, node: exp.Query, outputs: list[Output], columns: Sequence[str]
+) -> exp.Expression:
+    """An ORDER BY expression with each unqualified name (``qualify`` leaves a name that is
+    also an output's unqualified) resolved as DuckDB does inside an expression: the FROM
+    clause's column of that name if there is exactly one, else the output's expression
+    (``SELECT -a AS a … ORDER BY a + 0`` orders by the column ``a``; ``SELECT -a AS c …
+    ORDER BY c + 0`` by ``-a``)."""
+    by_column: dict[str, list[str]] = {}
+    for column in columns:
+        table, _, name = column.rpartition(".")
+        if table:
+            by_column.setdefault(name.lower(), []).append(table)
+    by_output = {name.lower(): e for name, e in outputs}
+
+    def replace(n: exp.Expression) -> exp.Expression:
+        if not (isinstance(n, exp.Column) and not n.table and isinstance(n.this, exp.Identifier)):
+            return n
+        if n.find_ancestor(exp.Query) not in (node, None):
+            return n  # a subquery's own column
+        tables = by_column.get(n.name.lower(), [])
+        if len(tables) == 1:
+            return exp.column(n.this.copy(), table=exp.to_identifier(tables[0], quoted=True))
+        if n.name.lower() in by_output:
+            return by_output[n.name.lower()].copy()
+        return n
+
+    if isinstance(expression, exp.Column):
+        return replace(expression)
+    return expression.copy().transform(replace)
 
 
 def _count(ctx: Context, clause: exp.Expression) -> int:

@@ -9,7 +9,7 @@ import random
 from collections import Counter
 from pathlib import Path
 
-from fuzz.driver import Outcome
+from fuzz.driver import Drive, Outcome
 from fuzz.test_fuzz import maintained_or_refused
 from oracle.harness import Epoch, net_change
 
@@ -167,3 +167,14 @@ def test_slt_order_by_position_of_a_subquery() -> None:
     maintained_or_refused(
         {"v": "SELECT a, (SELECT count(*) FROM t1 AS x WHERE x.b < t1.b) FROM t1 ORDER BY 2"},
         _load("t1", ROWS1), SELECT1)
+
+
+def test_slt_hex_string_literal() -> None:
+    """F5 (evidence/in1.test): DuckDB's ``x'…'`` is a BLOB literal."""
+    db_rows = [(1, 2, 3, 4, 5)]
+    results = Drive(SELECT1, {
+        "v": "SELECT x'303132' AS c, a FROM t1 WHERE x'41' < X'4142'",
+        "w": "SELECT a FROM t1 WHERE CAST(a AS VARCHAR)::BLOB IN (x'31', x'', X'3130')",
+    }, lambda _h, i: _load("t1", db_rows + [(10, 0, 0, 0, 0)])[i], 1).run()
+    assert {r.name: r.outcome for r in results.values()} == {"v": Outcome.EXACT,
+                                                             "w": Outcome.EXACT}

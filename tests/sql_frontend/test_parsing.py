@@ -71,3 +71,14 @@ def test_quiet_leaves_logging_as_it_was(caplog):
     messages = [r.getMessage() for r in caplog.records if r.name == SQLGLOT_LOGGER]
     assert any("Falling back to parsing as a 'Command'" in m for m in messages)
     assert not any("dropped" in m for m in messages)
+
+
+def test_hex_string_literals_are_blobs() -> None:
+    tree = parse_query("SELECT x'4142', X'', 0x10 FROM t")
+    assert tree.sql("duckdb") == "SELECT UNHEX('4142'), UNHEX(''), 0 AS x10 FROM t"
+
+
+@pytest.mark.parametrize(("sql", "column"), [("SELECT x'4g'", 8), ("SELECT\n x'123'", 2)])
+def test_a_hex_string_of_other_digits_is_an_sql_error(sql: str, column: int) -> None:
+    with pytest.raises(SqlError, match=f"column {column}: the hex string literal"):
+        parse_query(sql)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from unittest.mock import patch
 
 import numpy as np
 import pyarrow as pa
@@ -56,6 +57,27 @@ rows_strategy = st.lists(
 def test_lookups_and_contents_follow_the_model(
     epochs: list[list[tuple[Row, int]]], wanted: list[int]
 ) -> None:
+    follow_the_model(epochs, wanted)
+
+
+def weak_pair_ids(keys: np.ndarray, hashes: np.ndarray) -> np.ndarray:
+    """Pair numbers that collide for most unequal pairs (two bits)."""
+    return (keys + hashes) % np.uint64(4)
+
+
+@settings(max_examples=40, deadline=None)
+@given(epochs=st.lists(rows_strategy, max_size=25),
+       wanted=st.lists(st.integers(0, 20), max_size=6))
+def test_colliding_pair_numbers_change_nothing(
+    epochs: list[list[tuple[Row, int]]], wanted: list[int]
+) -> None:
+    """Consolidation and merges check pairs exactly behind their mixed numbers."""
+    with patch("ivm.storage.arrangement.pair_ids", weak_pair_ids):
+        follow_the_model(epochs, wanted)
+
+
+def follow_the_model(epochs: list[list[tuple[Row, int]]], wanted: list[int]) -> None:
+    """Insert ``epochs`` and compare every read with a plain model after each."""
     arrangement = Arrangement(SCHEMA)
     model: Counter[Row] = Counter()
     for rows in epochs:
@@ -92,3 +114,20 @@ def test_ranges() -> None:
     low, high = np.array([0, 5, 5, 9]), np.array([2, 5, 7, 10])
     assert ranges(low, high).tolist() == [0, 1, 5, 6, 9]
     assert ranges(np.array([3]), np.array([3])).tolist() == []
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows=rows_strategy, wanted=st.lists(st.integers(0, 20), max_size=6))
+def test_an_arrangement_of_consolidated_rows_reads_as_one_built_by_inserts(
+    rows: list[tuple[Row, int]], wanted: list[int]
+) -> None:
+    model: Counter[Row] = Counter()
+    for row, weight in rows:
+        model[row] += weight
+    live = [(r, w) for r, w in model.items() if w != 0]
+    built = Arrangement.of_consolidated(*batch(live))
+    inserted = Arrangement.of(*batch(live))
+    assert as_counter(built.contents()) == as_counter(inserted.contents())
+    hashes = np.array([key_hash(k) for k in wanted], np.uint64)
+    assert as_counter(built.lookup(hashes)) == as_counter(inserted.lookup(hashes))
+    assert all(np.all(np.diff(b.keys.astype(np.float64)) >= 0) for b in built.batches)

@@ -125,19 +125,19 @@ def test_a_views_first_contents_count_as_its_compacted_base(monkeypatch):
     monkeypatch.setattr(traces, "COMPACT_MIN_ROWS", 4)
     db = ivm.connect()
     db.execute(DDL)
-    trace = db.names.relation_trace("revenue")
-    assert db.compactor.sizes[trace] == TailSize(empty=True)  # created over empty tables
+    trace = db._names.relation_trace("revenue")
+    assert db._compactor.sizes[trace] == TailSize(empty=True)  # created over empty tables
     orders = pa.table({"id": list(range(20)), "customer": [f"c{i}" for i in range(20)],
                        "amount": list(range(20))})
     db.ingest({"orders": orders})  # the view's first rows: already consolidated
-    assert db.compactor.sizes[trace] == TailSize(base=20, appended=0)
+    assert db._compactor.sizes[trace] == TailSize(base=20, appended=0)
 
     later = ivm.connect()
     later.execute("CREATE TABLE orders (id BIGINT PRIMARY KEY, customer VARCHAR, amount BIGINT)")
     later.ingest({"orders": orders})
     later.execute("CREATE VIEW revenue AS SELECT customer, SUM(amount) AS total FROM orders "
                   "GROUP BY customer")  # backfilled: its rows are its base
-    assert later.compactor.sizes[later.names.relation_trace("revenue")] == TailSize(base=20)
+    assert later._compactor.sizes[later._names.relation_trace("revenue")] == TailSize(base=20)
 
 
 # -- compaction inside a session -----------------------------------------------------------
@@ -215,11 +215,11 @@ def rows(table: pa.Table) -> Counter:
 
 
 def trace_sizes(db) -> dict[str, int]:
-    tables = db.con.execute(
+    tables = db._con.execute(
         "SELECT table_name FROM duckdb_tables() WHERE table_name LIKE '__ivm_rel_%' "
         "OR table_name LIKE '__ivm_op_%'"
     ).fetchall()
-    return {t: db.con.execute(f'SELECT count(*) FROM "{t}"').fetchall()[0][0] for (t,) in tables}
+    return {t: db._con.execute(f'SELECT count(*) FROM "{t}"').fetchall()[0][0] for (t,) in tables}
 
 
 def test_compacted_session_matches_uncompacted(monkeypatch):
@@ -245,7 +245,7 @@ def test_compacted_session_matches_uncompacted(monkeypatch):
     for name in ("orders", "customers", *VIEWS):
         assert rows(compacted.read(name)) == rows(plain.read(name))
     for view, sql in RECOMPUTE.items():
-        assert rows(compacted.read(view)) == Counter(compacted.con.execute(sql).fetchall())
+        assert rows(compacted.read(view)) == Counter(compacted._con.execute(sql).fetchall())
     assert compacted.epoch == plain.epoch == len(batches)
 
 
@@ -257,13 +257,13 @@ def test_direct_compaction_of_every_trace_keeps_views(monkeypatch):
         db.ingest(batch)
     before = {name: rows(db.read(name)) for name in ("orders", "customers", *VIEWS)}
     for table in trace_sizes(db):
-        compact(db.con, f'"{table}"', ())
+        compact(db._con, f'"{table}"', ())
     assert {name: rows(db.read(name)) for name in ("orders", "customers", *VIEWS)} == before
     # maintenance continues correctly over compacted state
     for batch in batches[25:]:
         db.ingest(batch)
     for view, sql in RECOMPUTE.items():
-        assert rows(db.read(view)) == Counter(db.con.execute(sql).fetchall())
+        assert rows(db.read(view)) == Counter(db._con.execute(sql).fetchall())
 
 
 def test_compaction_with_persistent_state(tmp_path, monkeypatch):
@@ -279,4 +279,4 @@ def test_compaction_with_persistent_state(tmp_path, monkeypatch):
     with ivm.connect(state) as db:
         assert db.epoch == len(batches)
         for view, sql in RECOMPUTE.items():
-            assert rows(db.read(view)) == Counter(db.con.execute(sql).fetchall())
+            assert rows(db.read(view)) == Counter(db._con.execute(sql).fetchall())

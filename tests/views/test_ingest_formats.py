@@ -87,10 +87,12 @@ def test_pandas_dataframe(db):
     assert rows(db.read("big")) == [(2, "b")]
 
 
-def test_empty_list_is_an_epoch_with_empty_deltas(seeded):
+def test_empty_list_is_a_no_op_with_empty_deltas(seeded):
     delta = seeded.ingest("orders", [])
-    assert seeded.epoch == 2
-    assert all(d.num_rows == 0 for d in delta.values())
+    assert seeded.epoch == 1  # no rows: the epoch does not advance (issue #27)
+    assert set(delta) == set(seeded.views) and all(d.num_rows == 0 for d in delta.values())
+    delta = seeded.ingest("orders", [], epoch=2)  # unless epoch= asks for it
+    assert seeded.epoch == 2 and all(d.num_rows == 0 for d in delta.values())
     assert rows(seeded.read("revenue")) == [("ann", 15, 2), ("bob", 7, 1)]
 
 

@@ -69,7 +69,7 @@ def state(db: Any) -> tuple[Any, ...]:
     tables."""
     relations = sorted([*db.tables, *db.views])
     contents = {n: Counter(rows_of(db.read(n))) for n in relations}
-    tables = db.con.execute("SELECT table_name FROM duckdb_tables() ORDER BY ALL").fetchall()
+    tables = db._con.execute("SELECT table_name FROM duckdb_tables() ORDER BY ALL").fetchall()
     return db.epoch, relations, contents, tables
 
 
@@ -266,7 +266,7 @@ def test_unexpected_exception_in_reads(harness: Harness, monkeypatch: pytest.Mon
         (lambda: db.sql("SELECT * FROM totals"), "ivm.views.session.check_read_query",
          AssertionError),
         (lambda: db.explain("totals"), "ivm.circuit.circuit.Circuit.explain", AssertionError),
-        (lambda: db.plain_sql("totals"), "ivm.views.session.plain_sql", KeyError),
+        (lambda: db.plain_sql("totals"), "ivm.views.explaining.plain_sql", KeyError),
         (lambda: db.views, "ivm.views.session.view_info", KeyError),
         (lambda: db.tables, "ivm.views.session.table_info", AssertionError),
     ]

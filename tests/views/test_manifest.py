@@ -32,7 +32,7 @@ MORE = [(2, 9.5, "c"), (4, 0.1, "a")]
 
 def state_tables(path: Path, db: object = None) -> set[str]:
     """The tables of the state file (through ``db``'s connection while it is open)."""
-    con = getattr(db, "con", None) or duckdb.connect(str(path / "ivm.duckdb"), read_only=True)
+    con = getattr(db, "_con", None) or duckdb.connect(str(path / "ivm.duckdb"), read_only=True)
     try:
         rows = con.execute("SELECT table_name FROM duckdb_tables() WHERE NOT temporary")
         return {r[0] for r in rows.fetchall()}

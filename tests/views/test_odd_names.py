@@ -35,7 +35,7 @@ def test_quoted_names_are_maintained_and_compacted(small_compaction: None) -> No
         expected[row["who's"]] = (total + row["Amt"], n + 1)
     got = {r["w"]: (r["total"], r["n"]) for r in db.read('per "who"').to_pylist()}
     assert got == expected
-    sizes = db.compactor.sizes
+    sizes = db._compactor.sizes
     assert sizes, "traces were appended but none is tracked for compaction"
     assert all(s.appended < 4 or s.base == 0 for s in sizes.values())
     assert any(s.base > 0 for s in sizes.values()), "no trace was ever compacted"

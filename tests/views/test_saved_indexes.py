@@ -113,7 +113,7 @@ def test_a_clean_close_saves_the_indexes_for_the_next_open(tmp_path, builds, map
         later_batches(db)
         assert builds == built  # nothing built again: all taken back
         if mapped == "memory-mapped":
-            assert isinstance(db.row_indexes["quotes"].levels[0].keys, np.memmap)
+            assert isinstance(db._row_indexes["quotes"].levels[0].keys, np.memmap)
     with ivm.connect(tmp_path) as db:  # saved again at that close
         db.ingest({"quotes": quotes(("b", 16, 202))})
         check(db)
@@ -185,7 +185,7 @@ def test_indexes_left_half_updated_are_dropped_and_built_again(tmp_path, builds,
             with pytest.raises(MemoryError):  # after the commit: the epoch stands
                 db.ingest({"quotes": quotes(("a", 11, 103))})
         assert db.epoch == 3
-        assert not db.row_indexes and not db.operator_memory
+        assert not db._row_indexes and not db._operator_memory
         check(db)
         later_batches(db)  # every index built from the traces again
         assert builds == {"row": 4, "time": 2}

@@ -156,9 +156,9 @@ def test_the_row_index_follows_a_resolved_change(tmp_path: Path) -> None:
     with ivm.connect(tmp_path) as db:
         db.execute(f"CREATE TABLE t (k BIGINT PRIMARY KEY, d DOUBLE); CREATE VIEW v AS {ZERO_VIEW}")
         db.ingest("t", weighted([1, 2, 3], [0.0, 0.0, 1.0], [1, 1, 1]))
-        index = db.row_indexes["t"]
+        index = db._row_indexes["t"]
         db.ingest("t", weighted([1], [-0.0], [-1]))
-        assert db.row_indexes["t"] is index and len(index) == 2
+        assert db._row_indexes["t"] is index and len(index) == 2
         with pytest.raises(ivm.ConstraintError, match="not there"):
             db.ingest("t", weighted([1], [0.0], [-1]))
         with pytest.raises(ivm.ConstraintError, match="duplicate primary key"):

@@ -1,10 +1,14 @@
-"""Reading what the caller passed (Arrow, pandas, a list of dicts) into one Arrow table."""
+"""Reading what the caller passed into one Arrow table: Arrow tables, record batches and
+record batch readers, pandas and Polars DataFrames (or anything else speaking Arrow's
+PyCapsule stream interface), DuckDB relations, a list of dicts (rows) or a dict of
+columns."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
 
+import duckdb
 import pyarrow as pa
 
 from ivm.errors import SchemaError
@@ -17,17 +21,29 @@ def to_arrow(batch: object, context: str) -> pa.Table:
         data = batch
     elif isinstance(batch, pa.RecordBatch):
         data = pa.Table.from_batches([batch])
+    elif isinstance(batch, pa.RecordBatchReader):
+        data = batch.read_all()
     elif isinstance(batch, list | tuple):
         data = _from_dicts(batch, context)
+    elif isinstance(batch, Mapping):
+        data = _from_columns(batch, context)
     elif _is_pandas_frame(batch):
         try:
             data = pa.Table.from_pandas(batch, preserve_index=False)
         except ARROW_ERRORS as exc:
             raise SchemaError(f"{context}: cannot convert the DataFrame: {exc}") from None
+    elif isinstance(batch, duckdb.DuckDBPyRelation):
+        data = batch.to_arrow_table()
+    elif hasattr(batch, "__arrow_c_stream__"):  # Polars, and any Arrow PyCapsule producer
+        try:
+            data = pa.RecordBatchReader.from_stream(batch).read_all()
+        except ARROW_ERRORS as exc:
+            raise SchemaError(f"{context}: cannot read the {type(batch).__name__}: {exc}") from None
     else:
         raise SchemaError(
             f"{context}: cannot read a batch from {type(batch).__name__}; expected a pyarrow "
-            "Table or RecordBatch, a pandas DataFrame or a list of dicts"
+            "Table, RecordBatch or RecordBatchReader, a pandas or Polars DataFrame, a DuckDB "
+            "relation, a list of dicts (rows) or a dict of columns"
         )
     check_unique(data.column_names, context)
     return data
@@ -46,6 +62,17 @@ def _is_pandas_frame(batch: object) -> bool:
     """Whether batch is a pandas DataFrame; pandas is only imported if the caller did."""
     pandas = sys.modules.get("pandas")
     return pandas is not None and isinstance(batch, pandas.DataFrame)
+
+
+def _from_columns(columns: Mapping[object, object], context: str) -> pa.Table:
+    """A table from a dict of columns, each a sequence of values (or an Arrow array)."""
+    for name in columns:
+        if not isinstance(name, str):
+            raise SchemaError(f"{context}: batch column name {name!r} is not a string")
+    try:
+        return pa.table(dict(columns))  # type: ignore[arg-type]
+    except (*ARROW_ERRORS, OverflowError, TypeError) as exc:
+        raise SchemaError(f"{context}: cannot read the dict of columns: {exc}") from None
 
 
 def _from_dicts(rows: Sequence[object], context: str) -> pa.Table:

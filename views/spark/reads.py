@@ -48,6 +48,14 @@ class SparkReads(_Base):
         finally:
             con.close()
 
+    def _live_sql(self, name: str) -> str:
+        """The table's live rows, read from its partition files into the driver's DuckDB
+        until the epoch ends (for ``views.arrival``: truncates and key-only deletes)."""
+        registered = f"__ivm_live_{len(self._registered_batches)}"
+        self._con.register(registered, self.read(name))
+        self._registered_batches.append(registered)
+        return f"SELECT * FROM {registered}"
+
     def sql(self, query: str) -> pa.Table:
         """Run a read-only DuckDB query over tables and views (read from their files)."""
         self._check_open()

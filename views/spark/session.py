@@ -78,6 +78,7 @@ from ivm.views.diagnose import named
 from ivm.views.session import Session
 from ivm.views.spark.batches import normalize_task
 from ivm.views.spark.concurrent_jobs import at_once, view_job, waves
+from ivm.views.spark.quiet import quiet_tasks
 from ivm.views.spark.reads import SparkReads
 from ivm.views.spark.source import IvmDataSource
 from ivm.views.spark.workers import check_workers
@@ -132,15 +133,15 @@ class SparkModeSession(SparkReads, Session):
         return self.path
 
     def _check_mode(self) -> None:
-        stored = self.catalog.mode()
+        stored = self._catalog.mode()
         if stored is None:
-            if self.catalog.entries() or self.catalog.epoch:
+            if self._catalog.entries() or self._catalog.epoch:
                 raise StateError(
                     f"state at {self.path} was created in embedded mode: open it without spark="
                 )
             if not self.partitions:
                 self.partitions = self.spark.sparkContext.defaultParallelism
-            self.catalog.set_mode(MODE, self.partitions)
+            self._catalog.set_mode(MODE, self.partitions)
             return
         mode, partitions = stored
         if self.partitions and self.partitions != partitions:
@@ -156,12 +157,12 @@ class SparkModeSession(SparkReads, Session):
         """Run the epoch on Spark, then commit it on the driver; a failure rolls back every
         partition the epoch touched."""
         ticket = self._ticket(epoch=self.epoch + 1, upsert=upsert)
-        self.profile.per_operator = False
+        self._profile.per_operator = False
         try:
-            with self.profile.phase("spark jobs"):
+            with self._profile.phase("spark jobs"), quiet_tasks(self.spark):
                 changes = self._run_epoch(frames, ticket)
-            with self.profile.phase("commit"), self._transaction(ExecutionError):
-                self._advance_epoch()
+            with self._profile.phase("commit"), self._transaction(ExecutionError):
+                self._advance_epoch(changes)
         except BaseException as error:
             # Tasks of this attempt may still run: move the fence first, then roll back.
             write_fence(self.root, f"closed-{ticket.token}")
@@ -175,11 +176,13 @@ class SparkModeSession(SparkReads, Session):
             raise
         return changes
 
-    def explain(self, view: str, analyze: bool = False) -> str:
+    def explain(self, view: str, analyze: bool = False, format: str = "text") -> str | bytes:
         """The incremental circuit of ``view`` (with ``analyze``, the last epoch's profile:
         per phase and per view; operators run inside the view's Spark job), then its
-        Spark stages."""
-        text = super().explain(view, analyze)
+        Spark stages (a picture for another ``format``: ``Session.explain``)."""
+        text = super().explain(view, analyze, format)
+        if format != "text":
+            return text
         stages = self._stages_of(self._resolve(view))
         lines = [f"  {s.describe()}" for s in stages]
         return "\n".join([text, f"spark stages ({self.partitions} partitions):", *lines])
@@ -199,7 +202,7 @@ class SparkModeSession(SparkReads, Session):
 
     def _add_table(self, table: TableSchema) -> None:
         super()._add_table(table)  # the driver's empty copy, for planning and typing
-        self.on_commit.append(lambda: self._register_in_spark(table.name))
+        self._on_commit.append(lambda: self._register_in_spark(table.name))
 
     def _manifest(self, view: ViewDef) -> Manifest:
         traces = [
@@ -224,14 +227,14 @@ class SparkModeSession(SparkReads, Session):
 
     def _build_view_state(self, view: ViewDef, rebuild: bool = False) -> None:
         """The driver's empty copy of the view, then its stages filled on Spark."""
-        trace = self.names.relation_trace(view.name)
-        create_trace(self.con, trace, list(columns_of(view.schema)))
-        create_reader(self.con, view.name, trace, view.schema.names)
+        trace = self._names.relation_trace(view.name)
+        create_trace(self._con, trace, list(columns_of(view.schema)))
+        create_reader(self._con, view.name, trace, view.schema.names)
         name = view.name
         directory = self._directory(name)
         if rebuild:  # the files of another plan's state: nothing in them is kept
             shutil.rmtree(directory, ignore_errors=True)
-        self.on_rollback.append(lambda: shutil.rmtree(directory, ignore_errors=True))
+        self._on_rollback.append(lambda: shutil.rmtree(directory, ignore_errors=True))
         ticket = self._ticket(epoch=self.epoch, backfill=True)
         epoch = SparkEpoch(self.spark, self.partitions, ticket, self.failure)
         for source in view.sources:
@@ -245,25 +248,25 @@ class SparkModeSession(SparkReads, Session):
             if translated is not None:
                 raise named(translated, name) from error
             raise
-        self.catalog.set_manifest(name, self._manifest(view))
-        self.on_commit.append(lambda: self._register_in_spark(name))
+        self._catalog.set_manifest(name, self._manifest(view))
+        self._on_commit.append(lambda: self._register_in_spark(name))
 
     def _drop_view_state(self, name: str, manifest: Manifest | None) -> None:
         """The driver's copy goes now; the view's files once the transaction commits."""
-        self.con.execute(f"DROP VIEW IF EXISTS {quote(name)}").fetchall()
-        self.con.execute(f"DROP TABLE IF EXISTS {self.names.relation_trace(name)}").fetchall()
+        self._con.execute(f"DROP VIEW IF EXISTS {quote(name)}").fetchall()
+        self._con.execute(f"DROP TABLE IF EXISTS {self._names.relation_trace(name)}").fetchall()
 
     def _remove(self, name: str) -> None:
         directory = self._directory(name)
         super()._remove(name)
         # Files go once the drop is committed (a crash before that leaves them in place,
         # and a crash after it leaves a stray directory, removed when a session opens).
-        self.on_commit.append(lambda: shutil.rmtree(directory, ignore_errors=True))
-        self.on_commit.append(lambda: self.spark.catalog.dropTempView(name))  # the raw name
+        self._on_commit.append(lambda: shutil.rmtree(directory, ignore_errors=True))
+        self._on_commit.append(lambda: self.spark.catalog.dropTempView(name))  # the raw name
 
     def _directory(self, name: str) -> Path:
         """The directory of table or view ``name`` (as the open transaction sees the catalog)."""
-        generation = self.catalog.sequence(name)
+        generation = self._catalog.sequence(name)
         if name in self._tables:
             return table_directory(self.root, name, generation)
         return view_directory(self.root, name, generation)
@@ -289,7 +292,7 @@ class SparkModeSession(SparkReads, Session):
 
     def _prepare(self, name: str, batch: Any) -> DataFrame | None:
         """The batch as a normalized change on the wire (None when it has no rows)."""
-        table, arrow = self._tables[name], self.arrow_schemas[name]
+        table, arrow = self._tables[name], self._arrow_schemas[name]
         struct = spark_struct(table.schema)
         if isinstance(batch, DataFrame):
             # Column names, change format and types are checked here, values on the executors.
@@ -300,12 +303,12 @@ class SparkModeSession(SparkReads, Session):
         change = normalize_batch(batch, table, arrow)
         if change.num_rows == 0:
             return None
-        self.con.register("__ivm_batch", change)
+        self._con.register("__ivm_batch", change)
         try:
-            wire = self.con.sql(to_wire_sql("SELECT * FROM __ivm_batch", table.schema))
+            wire = self._con.sql(to_wire_sql("SELECT * FROM __ivm_batch", table.schema))
             wire_table = conform(wire.to_arrow_table(), arrow_schema(table.schema))
         finally:
-            self.con.unregister("__ivm_batch")
+            self._con.unregister("__ivm_batch")
         return self.spark.createDataFrame(wire_table, schema=struct)
 
     def _run_epoch(self, frames: dict[str, DataFrame | None], ticket: Ticket) -> dict[str, str]:
@@ -343,7 +346,7 @@ class SparkModeSession(SparkReads, Session):
                 if outcome is None or isinstance(outcome, BaseException):
                     continue
                 collected, seconds = outcome
-                self.profile.views[view.name] = seconds
+                self._profile.views[view.name] = seconds
                 changed[view.name] = self._collect(view.name, collected)
                 epoch.changes[view.name] = self.spark.createDataFrame(
                     collected, schema=spark_struct(view.schema)
@@ -362,15 +365,15 @@ class SparkModeSession(SparkReads, Session):
     def _collect(self, view: str, collected: pa.Table) -> str:
         """Keep a view's change (wire) on the driver with DuckDB types; returns its temp table."""
         schema = self._views[view].schema
-        scratch = self.names.change(view)
-        self.con.register("__ivm_collected", collected)
+        scratch = self._names.change(view)
+        self._con.register("__ivm_collected", collected)
         try:
-            self.con.execute(
+            self._con.execute(
                 f"CREATE OR REPLACE TEMP TABLE {scratch} AS "
                 f"{from_wire_sql('SELECT * FROM __ivm_collected', schema)}"
             ).fetchall()
         finally:
-            self.con.unregister("__ivm_collected")
+            self._con.unregister("__ivm_collected")
         return scratch
 
     def _recover(self) -> None:

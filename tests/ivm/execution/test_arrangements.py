@@ -50,7 +50,7 @@ def test_views_read_shared_arrangements_and_stay_exact() -> None:
     harness = Harness(TABLES)
     try:
         run(harness)
-        sizes = harness.db.arrangements.sizes()
+        sizes = harness.db._arrangements.sizes()
         by_table = {(s.table, s.key): s for s in sizes}
         customers = by_table[('"__ivm_rel_customers"', ("id",))]
         assert set(customers.readers) == {"by_region", "big_customers"}  # one, shared
@@ -70,11 +70,11 @@ def test_a_rolled_back_epoch_leaves_arrangements_as_they_were() -> None:
     db.ingest("customers", [{"id": 1, "region": "north"}])
     db.ingest("orders", [{"id": 1, "customer": 1, "amount": 10}])
     db.ingest("customers", [{"id": 2, "region": "south"}])  # arranges orders by customer
-    before = {(s.table, s.key): s.entries for s in db.arrangements.sizes()}
+    before = {(s.table, s.key): s.entries for s in db._arrangements.sizes()}
     with pytest.raises(ivm.ExecutionError):  # 100 / 0 fails the view
         db.ingest({"orders": [{"id": 2, "customer": 2, "amount": 7}],
                    "customers": [{"id": 3, "region": "east"}]})
-    assert {(s.table, s.key): s.entries for s in db.arrangements.sizes()} == before
+    assert {(s.table, s.key): s.entries for s in db._arrangements.sizes()} == before
     db.ingest({"orders": [{"id": 2, "customer": 2, "amount": 8}],
                "customers": [{"id": 3, "region": "east"}]})
     assert sorted(db.read("ratio").to_pylist(), key=lambda r: r["id"]) == [
@@ -88,9 +88,9 @@ def test_a_failed_after_commit_action_drops_every_arrangement() -> None:
         first, second, *rest = epochs()
         harness.apply(first)
         harness.apply(second)
-        assert harness.db.arrangements.sizes()
+        assert harness.db._arrangements.sizes()
         harness.db.commit_actions_failed()
-        assert not harness.db.arrangements.sizes()
+        assert not harness.db._arrangements.sizes()
         for epoch in rest:  # built again from the traces, still exact
             harness.apply(epoch)
     finally:
@@ -102,9 +102,9 @@ def test_dropping_a_table_forgets_its_arrangements() -> None:
     db.execute(";".join(TABLES) + f"; CREATE VIEW big_customers AS {VIEWS['big_customers']}")
     db.ingest("customers", [{"id": 1, "region": "north"}])
     db.ingest("orders", [{"id": 1, "customer": 1, "amount": 60}])
-    assert any(s.table == '"__ivm_rel_customers"' for s in db.arrangements.sizes())
+    assert any(s.table == '"__ivm_rel_customers"' for s in db._arrangements.sizes())
     db.execute("DROP VIEW big_customers; DROP TABLE customers")
-    assert not any(s.table == '"__ivm_rel_customers"' for s in db.arrangements.sizes())
+    assert not any(s.table == '"__ivm_rel_customers"' for s in db._arrangements.sizes())
     db.execute("CREATE TABLE customers (id BIGINT PRIMARY KEY, region VARCHAR); "
                f"CREATE VIEW big_customers AS {VIEWS['big_customers']}")
     db.ingest("customers", [{"id": 1, "region": "west"}])
@@ -133,14 +133,14 @@ def test_rows_of_colliding_hashes_are_told_apart_by_their_values(
 def test_lossless_rows_round_trip() -> None:
     """HUGEINT, UUID, TIME WITH TIME ZONE: an arranged row reads back exactly."""
     db = ivm.connect()
-    arrangements = Arrangements(db.con)
-    db.con.execute(
+    arrangements = Arrangements(db._con)
+    db._con.execute(
         "CREATE TABLE x AS SELECT 1::BIGINT AS k, 12345678901234567890123456789::HUGEINT AS h,"
         " 'e3e70682-c209-4cac-629f-6fbed82c07cd'::UUID AS u, '12:00:00+05'::TIMETZ AS tz,"
         " 1::BIGINT AS __w"
     )
     rows = arrangements.lookup("x", At(("k",), "SELECT 1"), live=True)
-    db.con.register("back", rows)
-    assert db.con.execute("SELECT h, u::VARCHAR, tz::VARCHAR FROM back").fetchall() == [
+    db._con.register("back", rows)
+    assert db._con.execute("SELECT h, u::VARCHAR, tz::VARCHAR FROM back").fetchall() == [
         (12345678901234567890123456789, "e3e70682-c209-4cac-629f-6fbed82c07cd", "12:00:00+05")
     ]

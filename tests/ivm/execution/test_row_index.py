@@ -95,7 +95,7 @@ def test_a_collision_falls_back_to_the_exact_check(monkeypatch):
     db.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v VARCHAR)")
     db.ingest("t", [{"id": 1, "v": "a"}, {"id": 2, "v": "b"}])
     db.ingest("t", pa.table({"id": [1, 1], "v": ["a", "c"], "__w": [-1, 1]}))
-    assert "t" not in db.row_indexes  # the index is rebuilt from the trace at next use
+    assert "t" not in db._row_indexes  # the index is rebuilt from the trace at next use
     with pytest.raises(ivm.ConstraintError, match="not there"):
         db.ingest("t", pa.table({"id": [2], "v": ["x"], "__w": [-1]}))
     with pytest.raises(ivm.ConstraintError, match="duplicate primary key"):

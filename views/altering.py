@@ -1,0 +1,138 @@
+"""ALTER TABLE … ADD / DROP / RENAME COLUMN: the table keeps its rows, its views are planned
+again.
+
+The table's trace is altered in place (an added column holds NULL in every row
+already there), its reader and catalog entry follow, and the views reading it,
+directly or through other views, are dropped and created again from their own
+SQL over the new columns, inside the script's transaction: a view that uses a
+dropped or renamed column no longer plans, and the statement is refused, naming
+it (nothing is changed). A primary-key column cannot be dropped.
+
+Embedded mode only: in Spark mode the table's rows live in partition files, and
+``ALTER TABLE`` is refused there (create the table again and ingest its rows).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ivm.errors import IvmError, SqlError, UnsupportedSQL
+from ivm.execution.embedded import describe
+from ivm.plan.sql import W, consolidate_sql
+from ivm.schema import Column, Schema, TableSchema, quote
+from ivm.sql_frontend.statements import AlterTable
+from ivm.storage.traces import create_reader, create_trace
+from ivm.views.diagnose import ViewFailed
+from ivm.views.modes import spark_mode
+from ivm.views.table_codec import table_to_json
+
+if TYPE_CHECKING:
+    from ivm.views.session import Session
+
+    _Base = Session
+else:
+    _Base = object
+
+
+class Altering(_Base):
+    """``ALTER TABLE`` of ``Session`` (see the module docstring)."""
+
+    def _alter_table(self, statement: AlterTable) -> None:
+        if spark_mode(self):
+            raise UnsupportedSQL(
+                f"{statement.where}: ALTER TABLE is not supported in Spark mode (the rows are "
+                "in partition files): CREATE OR REPLACE TABLE with the new columns and ingest "
+                "the rows again"
+            )
+        name = self._resolve(statement.name)
+        if name not in self._tables:
+            raise SqlError(f"{statement.where}: no table named {statement.name!r}")
+        table = self._tables[name]
+        altered, select = _altered(table, statement)
+        dependents = self._dependents(name)
+        for dependent in reversed(dependents):
+            self._remove(dependent.name)
+        trace = self._names.relation_trace(name)
+        self._rewrite_trace(trace, altered, select)
+        actual = describe(self._con, f"SELECT * EXCLUDE ({W}) FROM {trace}")  # DuckDB's types
+        altered = TableSchema(name, actual, altered.primary_key, altered.not_null)
+        create_reader(self._con, name, trace, altered.schema.names)
+        self._catalog.remove(name)
+        self._catalog.add("table", name, table_to_json(altered))
+        self._row_indexes.pop(name, None)
+        self._register_table(altered)
+        for dependent in dependents:
+            try:
+                self._add_view(dependent.name, dependent.sql)
+            except ViewFailed:
+                raise
+            except IvmError as error:
+                raise type(error)(
+                    f"{statement.where}: view {dependent.name!r} reads {name!r} and no longer "
+                    f"plans over its new columns (drop or replace the view first): {error}"
+                ) from error
+
+
+    def _rewrite_trace(self, trace: str, altered: TableSchema, select: str) -> None:
+        """The trace again with the altered columns (``select``: each from the old trace),
+        consolidated, weight last, as every trace keeps it."""
+        names = altered.schema.names
+        fresh = self._names.scratch(altered.name, "alter", "trace")
+        self._con.execute(f"DROP VIEW IF EXISTS {quote(altered.name)}").fetchall()
+        create_trace(self._con, fresh, [(c.name, c.type) for c in altered.schema.columns])
+        rows = consolidate_sql(f"SELECT {select}, {W} FROM {trace}", names)
+        self._con.execute(f"INSERT INTO {fresh} {rows}").fetchall()
+        self._con.execute(f"DROP TABLE {trace}").fetchall()
+        self._con.execute(f"ALTER TABLE {fresh} RENAME TO {trace}").fetchall()
+        self._arrangements.forget(trace)
+        self._compactor.forget(trace)
+
+
+def _altered(table: TableSchema, statement: AlterTable) -> tuple[TableSchema, str]:
+    """The table's schema after the statement, and its columns as a select list over the
+    old trace."""
+    columns = list(table.schema.columns)
+    folded = {c.name.lower(): i for i, c in enumerate(columns)}
+    where = statement.where
+    if statement.action == "add":
+        if statement.column.lower() in folded:
+            raise SqlError(f"{where}: table {table.name!r} already has a column "
+                           f"{columns[folded[statement.column.lower()]].name!r}")
+        assert statement.type is not None
+        select = ", ".join(
+            [quote(c.name) for c in columns]
+            + [f"CAST(NULL AS {statement.type}) AS {quote(statement.column)}"]
+        )
+        columns.append(Column(statement.column, statement.type))
+        return _schema(table, columns, table.primary_key, table.not_null), select
+    index = folded.get(statement.column.lower())
+    if index is None:
+        raise SqlError(f"{where}: table {table.name!r} has no column {statement.column!r}")
+    old = columns[index].name
+    keys = tuple(table.primary_key)
+    if statement.action == "drop":
+        if old in keys:
+            raise SqlError(f"{where}: column {old!r} is part of the primary key of "
+                           f"{table.name!r} and cannot be dropped")
+        del columns[index]
+        not_null = table.not_null - {old}
+        select = ", ".join(quote(c.name) for c in columns)
+        return _schema(table, columns, keys, not_null), select
+    new = statement.new_name
+    assert new is not None
+    if new.lower() in folded and folded[new.lower()] != index:
+        raise SqlError(f"{where}: table {table.name!r} already has a column {new!r}")
+    select = ", ".join(
+        f"{quote(old)} AS {quote(new)}" if i == index else quote(c.name)
+        for i, c in enumerate(columns)
+    )
+    columns[index] = Column(new, columns[index].type)
+    keys = tuple(new if k == old else k for k in keys)
+    not_null = frozenset(new if n == old else n for n in table.not_null)
+    return _schema(table, columns, keys, not_null), select
+
+
+def _schema(
+    table: TableSchema, columns: list[Column], keys: tuple[str, ...], not_null: frozenset[str]
+) -> TableSchema:
+    return TableSchema(table.name, Schema(tuple(columns)), keys, frozenset(not_null))

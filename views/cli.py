@@ -1,0 +1,179 @@
+"""The ``ivm`` command line (a console script; also ``python -m ivm.views.cli``).
+
+    ivm run pipeline.sql --state DIR [--cdc DIR]   tables and views from a SQL file, then
+                                                  every CDC file not applied yet, one epoch each
+    ivm sql DIR "SELECT …" [--limit N]            a read-only query over tables and views
+    ivm show DIR VIEW [--limit N]                 a view's (or table's) rows
+    ivm explain DIR VIEW [--analyze] [--format text|dot|svg] [--output FILE]
+    ivm check DIR "SELECT …"                      can this view be maintained, at what state
+    ivm status DIR                                epoch, tables, views, rows, state bytes, times
+    ivm serve DIR [--port N]                      read-only SQL over Arrow Flight (views.serving)
+
+Results print as tables (``rich``); loads show a progress bar on a terminal. An
+``ivm.IvmError`` prints as ``ivm: error: …`` with exit status 1, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ivm.errors import IvmError
+from ivm.views import pipeline
+from ivm.views.cli_render import console, render_status, render_table
+from ivm.views.session import Session, connect
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    args = parser().parse_args(argv)
+    try:
+        args.command(args)
+    except IvmError as error:
+        console(stderr=True).print(f"[bold red]ivm: error:[/] {error}", highlight=False)
+        return 1
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line's arguments."""
+    top = argparse.ArgumentParser(prog="ivm", description=__doc__.split("\n\n")[0])
+    commands = top.add_subparsers(required=True, metavar="COMMAND")
+    run = commands.add_parser("run", help="create a pipeline and apply its CDC files")
+    run.add_argument("sql", type=Path, help="the SQL file of its tables and views")
+    run.add_argument("--state", type=Path, required=True, help="the state directory")
+    run.add_argument("--cdc", type=Path, help="the folder of CDC files, one epoch each")
+    run.set_defaults(command=run_pipeline)
+    sql = commands.add_parser("sql", help="run a read-only query")
+    sql.add_argument("state", type=Path)
+    sql.add_argument("query")
+    sql.add_argument("--limit", type=int, default=50, help="rows shown (default 50)")
+    sql.set_defaults(command=run_sql)
+    show = commands.add_parser("show", help="a view's or table's rows")
+    show.add_argument("state", type=Path)
+    show.add_argument("name")
+    show.add_argument("--limit", type=int, default=50, help="rows shown (default 50)")
+    show.set_defaults(command=show_rows)
+    explain = commands.add_parser("explain", help="a view's incremental plan")
+    explain.add_argument("state", type=Path)
+    explain.add_argument("view")
+    explain.add_argument("--analyze", action="store_true", help="with the last epoch's profile")
+    explain.add_argument("--format", choices=("text", "dot", "svg", "png"), default="text")
+    explain.add_argument("--output", type=Path, help="write the plan to this file")
+    explain.set_defaults(command=explain_view)
+    check = commands.add_parser("check", help="can a view be maintained, with what state")
+    check.add_argument("state", type=Path)
+    check.add_argument("query")
+    check.set_defaults(command=check_view)
+    serve = commands.add_parser("serve", help="serve read-only SQL over Arrow Flight")
+    serve.add_argument("state", type=Path)
+    serve.add_argument("--port", type=int, default=8815)
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.set_defaults(command=serve_state)
+    status = commands.add_parser("status", help="epoch, tables, views, rows, state, times")
+    status.add_argument("state", type=Path)
+    status.set_defaults(command=show_status)
+    return top
+
+
+def existing(state: Path) -> Session:
+    """A session on existing state (a missing directory is an error, not new state)."""
+    if not (state / "ivm.duckdb").exists():
+        raise IvmError(f"no ivm state at {state} (create it with: ivm run pipeline.sql "
+                       f"--state {state})")
+    return connect(state)
+
+
+def run_pipeline(args: argparse.Namespace) -> None:
+    """``ivm run``."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    out = console()
+    with connect(args.state) as db:
+        with out.status("creating tables and views (backfilling views from their tables)"):
+            done = pipeline.define(db, args.sql.read_text())
+        for line in done:
+            out.print(line)
+        if args.cdc is None:
+            return
+        files = pipeline.cdc_files(args.cdc, list(db.tables))
+        applied = skipped = 0
+        bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                       console=console(stderr=True), disable=not sys.stderr.isatty())
+        with bar:
+            task = bar.add_task("CDC files", total=len(files))
+
+            def told(path: Path, table: str, what: str) -> None:
+                bar.update(task, description=f"{what} {path.name} → {table}")
+
+            for path, table, epoch in pipeline.apply_files(db, files, args.cdc, told):
+                bar.advance(task)
+                if epoch:
+                    applied += 1
+                    out.print(f"epoch {epoch}: {path.name} → {table}", highlight=False)
+                else:
+                    skipped += 1
+        out.print(f"{applied} file(s) applied, {skipped} applied before; epoch {db.epoch}")
+
+
+def run_sql(args: argparse.Namespace) -> None:
+    """``ivm sql``."""
+    with existing(args.state) as db:
+        render_table(db.sql(args.query), args.limit)
+
+
+def show_rows(args: argparse.Namespace) -> None:
+    """``ivm show``."""
+    with existing(args.state) as db:
+        render_table(db.read(args.name), args.limit, title=args.name)
+
+
+def explain_view(args: argparse.Namespace) -> None:
+    """``ivm explain``."""
+    with existing(args.state) as db:
+        if args.format == "text":
+            plan: str | bytes = db.explain(args.view, analyze=args.analyze)
+        else:
+            plan = db.explain(args.view, analyze=args.analyze, format=args.format)
+    if args.output is not None:
+        if isinstance(plan, bytes):
+            args.output.write_bytes(plan)
+        else:
+            args.output.write_text(plan)
+    elif isinstance(plan, bytes):
+        sys.stdout.buffer.write(plan)
+    else:
+        print(plan)
+
+
+def check_view(args: argparse.Namespace) -> None:
+    """``ivm check``: exit status 0 when maintained, 2 when refused."""
+    with existing(args.state) as db:
+        check = db.check(args.query)
+    print(check)
+    if not check:
+        raise SystemExit(2)
+
+
+def serve_state(args: argparse.Namespace) -> None:
+    """``ivm serve``: until interrupted (readers: ``ivm.views.serving.Reader``)."""
+    with existing(args.state) as db:
+        server = db.serve(args.port, args.host)
+        console().print(f"serving {args.state} at {server.location} (Ctrl-C stops)",
+                        highlight=False)
+        try:
+            server.wait()
+        except KeyboardInterrupt:
+            server.stop()
+
+
+def show_status(args: argparse.Namespace) -> None:
+    """``ivm status``."""
+    with existing(args.state) as db:
+        render_status(args.state, db.epoch, db.stats(), db._history())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
