@@ -12,7 +12,8 @@ instead, each prefix proposed by the input with the fewest extensions.
   cycle can blow up: at least two inputs of its core (what the GYO reduction leaves)
   are not keyed by one of their join attributes (a base table's one-column primary key,
   through filters and projections). A cycle closed by key/foreign-key joins (TPC-H
-  Q5's nation key) grows no 2-paths and keeps today's plan, as acyclic joins do;
+  Q5's nation key) grows no 2-paths and keeps today's plan, as acyclic joins do, and so
+  do joins of more than ``AUTO_MAX_INPUTS`` inputs;
 * ``"wcoj"``: every connected equi-join of two or more inputs becomes one;
 * ``"binary"``: none does (today's plan: the n-way delta query embedded, binary
   joins in Spark mode).
@@ -39,6 +40,11 @@ from ivm.passes.binary_joins import merge_filter
 JOIN_PLANS = ("auto", "wcoj", "binary")
 """The plans ``join_plan`` may ask for."""
 
+AUTO_MAX_INPUTS = 8
+"""``"auto"`` leaves wider joins to today's plans (``wide_joins`` splits those of more
+than 12): a generic join's rule per input runs its steps one after another, each a few
+statements, so an epoch changing all of n inputs costs O(n²) statements."""
+
 
 @dataclass(frozen=True)
 class JoinPlan:
@@ -49,10 +55,10 @@ class JoinPlan:
     keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
-def cyclic_joins(circuit: Circuit, join_plan: JoinPlan | str = "auto") -> Circuit:
+def cyclic_joins(circuit: Circuit, join_plan: JoinPlan | str | None = None) -> Circuit:
     """``circuit`` with its cyclic joins (every eligible join, with ``"wcoj"``) as
-    worst-case-optimal joins."""
-    plan = join_plan if isinstance(join_plan, JoinPlan) else JoinPlan(join_plan)
+    worst-case-optimal joins (None: ``"auto"``, without primary keys)."""
+    plan = join_plan if isinstance(join_plan, JoinPlan) else JoinPlan(join_plan or "auto")
     if plan.choice not in JOIN_PLANS:
         raise ValueError(f"join_plan must be one of {JOIN_PLANS}, not {plan.choice!r}")
     if plan.choice == "binary":
@@ -70,6 +76,8 @@ def _generic(op: Operator, plan: JoinPlan) -> Operator:
     if shape is None or not shape.attributes or not shape.connected():
         return op
     if plan.choice == "auto":
+        if len(join.inputs) > AUTO_MAX_INPUTS:
+            return op
         unkeyed = [
             i for i in shape.core()
             if not any(_keyed(join.inputs[i], c, plan.keys) for c in shape.columns_of(i).values())

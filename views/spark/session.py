@@ -58,7 +58,6 @@ from ivm.execution.spark.stages import Stage, table_stage, view_stages
 from ivm.execution.spark.wire import arrow_schema, conform, from_wire_sql, to_wire_sql
 from ivm.operators.base import STATE_FORMAT
 from ivm.passes import optimize
-from ivm.passes.cyclic_joins import JoinPlan
 from ivm.plan.node import Plan
 from ivm.schema import TableSchema, quote
 from ivm.storage.manifest import Manifest, TraceEntry
@@ -189,9 +188,9 @@ class SparkModeSession(SparkReads, Session):
 
     # -- plans, tables and views -------------------------------------------------------------
 
-    def _circuit(self, plan: Plan, name: str, join_plan: JoinPlan | None = None) -> Circuit:
+    def _circuit(self, plan: Plan, name: str, join_plan: Any = None) -> Circuit:
         circuit = incrementalize(plan, name, self._describe)
-        circuit = optimize(circuit, partitioned=True, join_plan=join_plan or JoinPlan())
+        circuit = optimize(circuit, partitioned=True, join_plan=join_plan)
         # view_stages refuses types that Spark cannot carry.
         self._stages[id(circuit)] = (circuit, view_stages(circuit))
         return circuit
