@@ -36,6 +36,7 @@ from ivm.sql_frontend.statements import (
 from ivm.storage.traces import create_reader, create_trace
 from ivm.views.definitions import ViewDef
 from ivm.views.diagnose import ViewFailed
+from ivm.views.join_plans import join_plan_for
 from ivm.views.table_codec import table_to_json
 
 if TYPE_CHECKING:
@@ -185,6 +186,7 @@ class Ddl(_Base):
 
     def _register_view(self, name: str, sql: str, origin: Origin = TEXT_START) -> ViewDef:
         plan = self._plan(sql, origin)
-        view = ViewDef(name, sql, plan, self._circuit(plan, name), plan.schema)
+        circuit = self._circuit(plan, name, join_plan_for(self, sql))
+        view = ViewDef(name, sql, plan, circuit, plan.schema)
         self._views[name] = view
         return view

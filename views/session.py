@@ -36,6 +36,7 @@ from ivm.execution.profile import EpochProfile
 from ivm.execution.row_index import RowIndex
 from ivm.guard import guard_public, guarded
 from ivm.passes import optimize
+from ivm.passes.cyclic_joins import JoinPlan
 from ivm.plan.node import Plan
 from ivm.schema import Schema, TableSchema, quote
 from ivm.sql_frontend.planner import plan_query
@@ -49,6 +50,7 @@ from ivm.views.ddl import Ddl
 from ivm.views.definitions import TableInfo, ViewDef, ViewInfo, table_info, view_info
 from ivm.views.diagnose import ViewFailed
 from ivm.views.ingest import Ingest
+from ivm.views.join_plans import join_plan_property
 from ivm.views.read_queries import check_read_query
 from ivm.views.saved_indexes import SavedIndexes
 from ivm.views.state_file import claim, open_state, release, settle_settings
@@ -218,6 +220,8 @@ class Session(Surface, Ddl, Ingest, ViewState, SavedIndexes):
             raise IvmError(f"iteration_limit must be a positive integer, not {limit!r}")
         self._iteration_limit = limit
 
+    join_plan = join_plan_property()
+
     @property
     def tables(self) -> Mapping[str, TableInfo]:
         """Every base table by name, with its columns and its SQL (read-only)."""
@@ -353,9 +357,10 @@ class Session(Surface, Ddl, Ingest, ViewState, SavedIndexes):
         relations.update({n: v.schema for n, v in self._views.items()})
         return plan_query(sql, relations, self._describe, origin=origin)
 
-    def _circuit(self, plan: Plan, name: str) -> Circuit:
+    def _circuit(self, plan: Plan, name: str, join_plan: JoinPlan | None = None) -> Circuit:
         """The incremental circuit this session runs for a view's plan."""
-        return optimize(incrementalize(plan, name, self._describe), partitioned=False)
+        circuit = incrementalize(plan, name, self._describe)
+        return optimize(circuit, partitioned=False, join_plan=join_plan or JoinPlan())
 
     def _arrow_schema(self, schema: Schema) -> pa.Schema:
         columns = ", ".join(f"CAST(NULL AS {c.type}) AS {quote(c.name)}" for c in schema.columns)

@@ -188,8 +188,9 @@ class SparkModeSession(SparkReads, Session):
 
     # -- plans, tables and views -------------------------------------------------------------
 
-    def _circuit(self, plan: Plan, name: str) -> Circuit:
-        circuit = optimize(incrementalize(plan, name, self._describe), partitioned=True)
+    def _circuit(self, plan: Plan, name: str, join_plan: Any = None) -> Circuit:
+        circuit = incrementalize(plan, name, self._describe)
+        circuit = optimize(circuit, partitioned=True, join_plan=join_plan)
         # view_stages refuses types that Spark cannot carry.
         self._stages[id(circuit)] = (circuit, view_stages(circuit))
         return circuit
