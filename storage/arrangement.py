@@ -291,9 +291,9 @@ def _merged_pair(old: Batch, new: Batch) -> Batch:
     sorted_ids = new_ids[by_id]
     if np.any(sorted_ids[1:] == sorted_ids[:-1]):
         return _concatenated([old, new])  # two of new's pairs share a number: rare
-    at = np.searchsorted(sorted_ids, pair_ids(old.keys[candidates], old.hashes[candidates]))
-    at = np.minimum(at, len(sorted_ids) - 1)
-    hit = sorted_ids[at] == pair_ids(old.keys[candidates], old.hashes[candidates])
+    old_ids = pair_ids(old.keys[candidates], old.hashes[candidates])
+    at = np.minimum(np.searchsorted(sorted_ids, old_ids), len(sorted_ids) - 1)
+    hit = sorted_ids[at] == old_ids
     in_old, in_new = candidates[hit], by_id[at[hit]]
     if not (np.array_equal(old.keys[in_old], new.keys[in_new])
             and np.array_equal(old.hashes[in_old], new.hashes[in_new])):

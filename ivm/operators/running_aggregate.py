@@ -346,8 +346,11 @@ class RunningAggregate(Operator):
             flagged = f"SELECT {column_list(keys)} FROM c WHERE {FLAG}"
         else:
             flagged = f"SELECT 1 AS __one FROM c WHERE {FLAG}"
+        # Grouped, the input was read at the flagged keys already; global, only if flagged.
+        names_w = f"SELECT {column_list(names)}, {W} FROM ({inputs}) AS x"
+        read = names_w if keys else self._at_flagged(inputs)
         live = consolidate_sql(
-            f"{self._at_flagged(inputs)} UNION ALL {self._at_flagged('SELECT * FROM d')}",
+            f"{read} UNION ALL {self._at_flagged('SELECT * FROM d')}",
             names,
             positive_only=True,
         )
