@@ -218,6 +218,12 @@ class Arrangement:
         """The rows whose key hash is in ``wanted`` (any order, duplicates allowed), with
         their weights as ``__w``, consolidated (``positive_only``: only rows whose weight
         is positive). A superset of the rows of the keys hashed: filter by value."""
+        batch = self.lookup_batch(wanted, positive_only)
+        return with_weights(batch.rows, batch.weights)
+
+    def lookup_batch(self, wanted: np.ndarray, positive_only: bool = False) -> Batch:
+        """As ``lookup``, as a batch: the rows with their key hashes, so a reader can tell
+        which key each row was found by."""
         wanted = np.unique(np.asarray(wanted, np.uint64))
         parts = []
         for batch in self.batches:
@@ -228,15 +234,16 @@ class Arrangement:
 
     def contents(self, positive_only: bool = False) -> pa.Table:
         """Every row, consolidated, with its weight as ``__w``."""
-        parts = [(b, None) for b in self.batches]
-        return self._gathered(parts, positive_only)
+        batch = self._gathered([(b, None) for b in self.batches], positive_only)
+        return with_weights(batch.rows, batch.weights)
 
     def _gathered(
         self, parts: Sequence[tuple[Batch, np.ndarray | None]], positive_only: bool
-    ) -> pa.Table:
+    ) -> Batch:
         """The rows of ``parts`` (a batch and positions in it, None: all), consolidated."""
         if not parts:
-            return with_weights(self.schema.empty_table(), np.empty(0, np.int64))
+            empty = np.empty(0, np.uint64)
+            return Batch(self.schema.empty_table(), empty, empty, np.empty(0, np.int64))
         if len(parts) == 1:
             batch, at = parts[0]
             if at is not None:
@@ -245,20 +252,20 @@ class Arrangement:
                 )
             if positive_only and np.any(batch.weights <= 0):
                 kept = np.flatnonzero(batch.weights > 0)  # a batch holds each row once
-                return with_weights(batch.rows.take(kept), batch.weights[kept])
-            return with_weights(batch.rows, batch.weights)
+                return Batch(batch.rows.take(kept), batch.keys[kept], batch.hashes[kept],
+                             batch.weights[kept])
+            return batch
         rows = pa.concat_tables(
             [b.rows if at is None else b.rows.take(at) for b, at in parts]
         )
         pick = [(b, slice(None) if at is None else at) for b, at in parts]
-        batch = consolidated(
+        return consolidated(
             rows,
             np.concatenate([b.keys[at] for b, at in pick]),
             np.concatenate([b.hashes[at] for b, at in pick]),
             np.concatenate([b.weights[at] for b, at in pick]),
             positive_only=positive_only,
         )
-        return with_weights(batch.rows, batch.weights)
 
 
 def merged(batches: Sequence[Batch]) -> Batch:

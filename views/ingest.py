@@ -142,26 +142,31 @@ class Ingest(_Base):
         profile = self._profile
         changed_views: dict[str, str] = {}
         ran: set[str] = set()
-        with profile.phase("views"):
-            for view in self._views.values():
-                if not view.sources & set(changes):
-                    continue
-                ran.add(view.name)
-                start = time.perf_counter()
-                scratch = self._view_change(runner, view, changes)
-                profile.views[view.name] = time.perf_counter() - start
-                if scratch is not None:
-                    changed_views[view.name] = scratch
-                    commits.append((self._names.relation_trace(view.name), changes[view.name]))
-            runner.forget_unmaintained(ran)
-            self._on_commit.extend(runner.after_commit_actions)
+        # Rows read into Arrow keep their exact types for the whole epoch: lookups' keys
+        # compare with arranged rows as stored, and appends hash rows as stored.
         self._on_commit.append(self._arrangements.committed)
         self._on_rollback.append(self._arrangements.rolled_back)
-        with profile.phase("state appends"), self._arrangements.exporting():
-            for table, rows in runner.commits:
-                self._append(table, rows)
-            for table, rows in commits:  # consolidated changes
-                self._append(table, rows, consolidated=True)
+        with self._arrangements.exporting():
+            with profile.phase("views"):
+                for view in self._views.values():
+                    if not view.sources & set(changes):
+                        continue
+                    ran.add(view.name)
+                    start = time.perf_counter()
+                    scratch = self._view_change(runner, view, changes)
+                    profile.views[view.name] = time.perf_counter() - start
+                    if scratch is not None:
+                        changed_views[view.name] = scratch
+                        commits.append(
+                            (self._names.relation_trace(view.name), changes[view.name])
+                        )
+                runner.forget_unmaintained(ran)
+                self._on_commit.extend(runner.after_commit_actions)
+            with profile.phase("state appends"):
+                for table, rows in runner.commits:
+                    self._append(table, rows)
+                for table, rows in commits:  # consolidated changes
+                    self._append(table, rows, consolidated=True)
         return changed_views
 
     def _table_changes(
@@ -176,6 +181,7 @@ class Ingest(_Base):
         deletes are still resolved to the stored rows, as the epoch did.
         """
         changes: dict[str, str] = {}
+        self._changed_rows = {name: batch.num_rows for name, batch in batches.items()}
         for name, batch in batches.items():
             table = self._tables[name]
             registered = f"__ivm_batch_{len(changes)}"
@@ -260,7 +266,10 @@ class Ingest(_Base):
             return None
         scratch = self._names.change(view.name)
         try:
-            delta = runner.run(view.circuit)
+            if self._recompute_pays(view, changes):
+                delta = self._recomputed_change(runner, view, changes)
+            else:
+                delta = runner.run(view.circuit)
             if delta is None:
                 return None
             consolidated = consolidate_sql(delta, view.schema.names)
@@ -273,6 +282,7 @@ class Ingest(_Base):
             raise IterationLimitError(f"view {view.name!r}: {error}") from None
         except ExecutionError as error:
             raise ViewFailed(view, error) from error
+        self._changed_rows[view.name] = rows
         if rows == 0:  # the change cancelled out: nothing to append, fetch or propagate
             return None
         changes[view.name] = f"SELECT * FROM {scratch}"

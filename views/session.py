@@ -52,6 +52,7 @@ from ivm.views.diagnose import ViewFailed
 from ivm.views.ingest import Ingest
 from ivm.views.join_plans import join_plan_property
 from ivm.views.read_queries import check_read_query
+from ivm.views.recompute import Recompute, recompute_fraction_property
 from ivm.views.saved_indexes import SavedIndexes
 from ivm.views.state_file import claim, open_state, release, settle_settings
 from ivm.views.surface import Surface
@@ -100,7 +101,7 @@ def connect(path: str | os.PathLike[str] | None = None, *, spark: Any = None,
     return session
 
 
-class Session(Surface, Ddl, Ingest, ViewState, SavedIndexes):
+class Session(Surface, Ddl, Ingest, Recompute, ViewState, SavedIndexes):
     """An ivm database: tables, views, and the epoch they are at. Every public method and
     property lets only ``ivm.IvmError`` out (``ivm.guard``: each subclass is guarded too)."""
 
@@ -125,6 +126,7 @@ class Session(Surface, Ddl, Ingest, ViewState, SavedIndexes):
         self._iteration_limit = DEFAULT_ITERATION_LIMIT
         self._names = TableNames()
         self._compactor = Compactor()
+        self._changed_rows: dict[str, int] = {}  # this epoch's, by table or view
         self._tables: dict[str, TableSchema] = {}
         self._arrow_schemas: dict[str, pa.Schema] = {}
         self._views: dict[str, ViewDef] = {}
@@ -221,6 +223,7 @@ class Session(Surface, Ddl, Ingest, ViewState, SavedIndexes):
         self._iteration_limit = limit
 
     join_plan = join_plan_property()
+    recompute_fraction = recompute_fraction_property()
 
     @property
     def tables(self) -> Mapping[str, TableInfo]:

@@ -10,16 +10,18 @@ every view that reads the trace by that key.
 
 An arranged trace is kept in step with its table: rows appended to the table during
 an epoch are read into Arrow with their hashes first (one statement), inserted into
-the table from there, and go into its arrangements once the epoch commits
-(``committed``); a rolled-back epoch leaves the arrangements as they were
-(``rolled_back``). Whatever is dropped or in doubt is forgotten and rebuilt from the
-table at its next read.
+the table from there, and are kept for its arrangements once the epoch commits
+(``committed``), merged into each at its next read (an arrangement nobody reads is
+dropped rather than merged into forever); a rolled-back epoch leaves the arrangements
+as they were (``rolled_back``). Whatever is dropped or in doubt is forgotten and
+rebuilt from the table at its next read.
 
 Hashes are DuckDB's ``hash`` of the key's columns (and, for consolidation, of the whole
 row), computed by DuckDB on both sides, the keys looked up cast to the trace columns'
 types first, so equal values hash alike whatever type a key came with. A read returns
 the rows of the hashes asked for, which may include another key's rows (a collision):
-the statement that reads them keeps only the rows at the keys (``ivm.operators.reads``).
+they are compared with the keys by value in Arrow (``rows_at_keys``) where Arrow's
+equality is DuckDB's, else by the statement that reads them (``ivm.operators.reads``).
 """
 
 from __future__ import annotations
@@ -29,16 +31,22 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import duckdb
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ivm.errors import ExecutionError
 from ivm.operators.base import At
 from ivm.plan.sql import W
 from ivm.schema import quote
-from ivm.storage.arrangement import Arrangement
+from ivm.storage.arrangement import Arrangement, Batch, with_weights
 from ivm.storage.sqltext import WEIGHT
 
 ROW_HASH = "__ivm_rh"
+PROBE_HASH = "__ivm_ph"
+UNMERGED_LIMIT = 100_000
+"""Committed rows an unread arrangement may hold unmerged before it is dropped (and
+never fewer than its own entries)."""
 
 
 def key_hash(index: int) -> str:
@@ -86,6 +94,16 @@ class _Pending:
     rows: pa.Table
 
 
+@dataclass(frozen=True)
+class _Unmerged:
+    """Committed rows not yet merged into an arrangement: values and hashes (numpy)."""
+
+    values: pa.Table
+    keys: np.ndarray
+    hashes: np.ndarray
+    weights: np.ndarray
+
+
 class Arrangements:
     """The arrangements of one embedded session's traces (see the module docstring)."""
 
@@ -94,26 +112,36 @@ class Arrangements:
         self._arranged: dict[str, dict[tuple[str, ...], Arrangement]] = {}
         self._columns: dict[str, list[tuple[str, str]]] = {}
         self._pending: list[_Pending] = []
+        self._unmerged: dict[tuple[str, tuple[str, ...]], list[_Unmerged]] = {}
         self._exporting = False
+        self._reset_owed = False
         self._readers: dict[tuple[str, tuple[str, ...]], set[str]] = {}
 
     # -- reading -----------------------------------------------------------------------------
 
-    def lookup(self, table: str, at: At, live: bool, reader: str = "") -> pa.Table:
-        """The rows of trace ``table`` at ``at``'s keys' hashes (a superset of the rows at
-        its keys), consolidated, with their weights (``live``: positive ones only).
-        ``reader``: the view reading (``readers`` reports who shares an arrangement)."""
+    def lookup(self, table: str, at: At, live: bool, reader: str = "") -> tuple[pa.Table, bool]:
+        """The rows of trace ``table`` at ``at``'s keys, consolidated, with their weights
+        (``live``: positive ones only), and whether they are exactly the keys' rows. When
+        not (keys of a type whose equality Arrow does not share with DuckDB, or two keys
+        sharing a hash), they are the rows of the keys' hashes, a superset the reader
+        filters by value. ``reader``: the view reading (``readers`` reports who shares an
+        arrangement)."""
         arrangement = self._arrangement(table, at.columns)
         self._readers.setdefault((table, at.columns), set()).add(reader)
         types = dict(self.columns(table))
         names = [f"__k{i}" for i in range(len(at.columns))]
         cast = [f"TRY_CAST(__k.{quote(n)} AS {types[c]}) AS {quote(c)}"
                 for n, c in zip(names, at.columns, strict=True)]
-        hashes = self._query(
-            f"SELECT DISTINCT {hash_sql(at.columns, '__c')} AS h FROM ("
-            f"SELECT {', '.join(cast)} FROM ({at.keys}) AS __k({', '.join(names)})) AS __c"
-        ).column(0)
-        return arrangement.lookup(hashes.to_numpy(), positive_only=live)
+        with self.exporting():
+            probes = self._query(
+                f"SELECT DISTINCT *, {hash_sql(at.columns, '__c')} AS {PROBE_HASH} FROM ("
+                f"SELECT {', '.join(cast)} FROM ({at.keys}) AS __k({', '.join(names)})) AS __c"
+            )
+        found = arrangement.lookup_batch(probes.column(PROBE_HASH).to_numpy(), live)
+        exact = rows_at_keys(found, probes, at.columns, at.nulls)
+        if exact is not None:
+            return exact, True
+        return with_weights(found.rows, found.weights), False
 
     def columns(self, table: str) -> list[tuple[str, str]]:
         """``table``'s columns (the weight excluded): (name, DuckDB type)."""
@@ -125,6 +153,14 @@ class Arrangements:
     def _arrangement(self, table: str, key: tuple[str, ...]) -> Arrangement:
         """``table``'s arrangement by ``key``, built from the table at first use."""
         by_key = self._arranged.setdefault(table, {})
+        held = self._unmerged.pop((table, key), [])
+        if key in by_key and held:  # the rows committed since its last read, merged now
+            by_key[key].insert(
+                pa.concat_tables([r.values for r in held]),
+                np.concatenate([r.keys for r in held]),
+                np.concatenate([r.hashes for r in held]),
+                np.concatenate([r.weights for r in held]),
+            )
         if key not in by_key:
             names = [n for n, _ in self.columns(table)]
             cols = ", ".join(quote(n) for n in names)
@@ -160,14 +196,17 @@ class Arrangements:
             yield
         finally:
             self._exporting = False
-            self.con.execute("RESET arrow_lossless_conversion").fetchall()
+            try:
+                self.con.execute("RESET arrow_lossless_conversion").fetchall()
+            except duckdb.Error:  # inside a failed transaction: once it is rolled back
+                self._reset_owed = True
 
     def append(self, table: str, rows: str) -> int:
         """Append ``rows`` (SQL, columns in ``table``'s order, then the weight) to trace
         ``table``; returns the rows written. An arranged trace's rows are kept, with
         their hashes, for its arrangements once the epoch commits (call it inside
         ``exporting``)."""
-        if table not in self._arranged:
+        if not self._arranged.get(table):
             return _written(self.con, f"INSERT INTO {table} {rows}")
         columns = self.columns(table)
         names = [n for n, _ in columns]
@@ -207,16 +246,34 @@ class Arrangements:
             for i, key in enumerate(item.keys):
                 if key in by_key:
                     keys = item.rows.column(key_hash(i)).to_numpy()
-                    by_key[key].insert(values, keys, hashes, weights)
+                    self._hold(item.table, key, _Unmerged(values, keys, hashes, weights))
+
+    def _hold(self, table: str, key: tuple[str, ...], rows: _Unmerged) -> None:
+        """Keep committed ``rows`` for ``table``'s arrangement by ``key`` until it is next
+        read. An arrangement nobody reads costs no merging: once its unmerged rows
+        outnumber ``UNMERGED_LIMIT`` and its own entries, it is dropped (rebuilt from the
+        table if read again), so memory stays within about twice what it holds."""
+        held = self._unmerged.setdefault((table, key), [])
+        held.append(rows)
+        waiting = sum(len(r.keys) for r in held)
+        if waiting > max(UNMERGED_LIMIT, len(self._arranged[table][key])):
+            del self._arranged[table][key]
+            del self._unmerged[(table, key)]
 
     def rolled_back(self) -> None:
-        """The epoch rolled back: what it appended is forgotten."""
+        """The epoch rolled back: what it appended is forgotten (and the setting
+        ``exporting`` could not reset inside the failed transaction is reset)."""
         self._pending.clear()
+        if self._reset_owed:
+            self.con.execute("RESET arrow_lossless_conversion").fetchall()
+            self._reset_owed = False
 
     def forget(self, table: str) -> None:
         """Drop ``table``'s arrangements (dropped or rewritten outside an epoch)."""
         self._arranged.pop(table, None)
         self._columns.pop(table, None)
+        for key in [k for k in self._unmerged if k[0] == table]:
+            del self._unmerged[key]
         for key in [k for k in self._readers if k[0] == table]:
             del self._readers[key]
 
@@ -225,23 +282,78 @@ class Arrangements:
         self._arranged.clear()
         self._columns.clear()
         self._pending.clear()
+        self._unmerged.clear()
 
     # -- reporting ---------------------------------------------------------------------------
 
     def sizes(self) -> list[ArrangementSize]:
-        """Every arrangement held: its table, key, entries, bytes and readers."""
-        return [
-            ArrangementSize(table, key, len(a), a.nbytes,
-                            tuple(sorted(self._readers.get((table, key), ()))))
-            for table, by_key in self._arranged.items()
-            for key, a in by_key.items()
-        ]
+        """Every arrangement held: its table, key, entries, bytes and readers (the rows
+        committed since its last read, merged at the next, counted in)."""
+        sizes = []
+        for table, by_key in self._arranged.items():
+            for key, arrangement in by_key.items():
+                held = self._unmerged.get((table, key), [])
+                entries = len(arrangement) + sum(len(r.keys) for r in held)
+                nbytes = arrangement.nbytes + sum(r.values.nbytes for r in held)
+                readers = tuple(sorted(self._readers.get((table, key), ())))
+                sizes.append(ArrangementSize(table, key, entries, nbytes, readers))
+        return sizes
 
     def _query(self, sql: str) -> pa.Table:
         try:
             return self.con.sql(sql).to_arrow_table()
         except duckdb.Error as error:
             raise ExecutionError(f"reading state failed: {error}") from error
+
+
+def rows_at_keys(
+    found: Batch, probes: pa.Table, columns: Sequence[str], nulls: bool
+) -> pa.Table | None:
+    """Of ``found`` (rows looked up by the hashes of ``probes``' keys, with their key
+    hashes), the rows whose key equals a probe's, with their weights; None when Arrow
+    cannot decide equality as DuckDB does (a type outside ``EXACT_TYPES``) or two probes
+    share a hash. Each row is compared with the one probe of its hash, column by column:
+    ``nulls``: NULL equals NULL (a group key), else a NULL key matches nothing."""
+    if not all(_exactly_comparable(probes.schema.field(c).type) for c in columns):
+        return None
+    probe_hashes = probes.column(PROBE_HASH).to_numpy()
+    order = np.argsort(probe_hashes, kind="stable")
+    ordered = probe_hashes[order]
+    if len(ordered) > 1 and bool(np.any(ordered[1:] == ordered[:-1])):
+        return None
+    if len(found) == 0:
+        return with_weights(found.rows, found.weights)
+    probe_of_row = order[np.searchsorted(ordered, found.keys)]
+    keep = None
+    for column in columns:
+        mine = found.rows.column(column)
+        theirs = probes.column(column).take(probe_of_row)
+        same = pc.fill_null(pc.equal(mine, theirs), False)
+        if pa.types.is_floating(mine.type):  # DuckDB: NaN equals NaN
+            same = pc.or_(same, pc.and_(pc.is_nan(mine), pc.is_nan(theirs)))
+            same = pc.fill_null(same, False)
+        if nulls:
+            same = pc.or_(same, pc.and_(pc.is_null(mine), pc.is_null(theirs)))
+        keep = same if keep is None else pc.and_(keep, same)
+    assert keep is not None
+    kept = np.flatnonzero(keep.to_numpy(zero_copy_only=False))
+    if len(kept) == len(found):
+        return with_weights(found.rows, found.weights)
+    return with_weights(found.rows.take(kept), found.weights[kept])
+
+
+def _exactly_comparable(type_: pa.DataType) -> bool:
+    """Whether Arrow's equality of two values of ``type_`` is DuckDB's (integers,
+    decimals, strings, bytes, booleans, dates, times, timestamps; floats with NaN
+    handled by the caller). Not: intervals (DuckDB equates 30 days and 1 month), lists,
+    structs, maps, unions, extension types (HUGEINT, UUID…), dictionaries (ENUM)."""
+    t = pa.types
+    return bool(
+        t.is_integer(type_) or t.is_decimal(type_) or t.is_string(type_)
+        or t.is_large_string(type_) or t.is_binary(type_) or t.is_large_binary(type_)
+        or t.is_boolean(type_) or t.is_date(type_) or t.is_time(type_)
+        or t.is_timestamp(type_) or t.is_floating(type_)
+    ) and not isinstance(type_, pa.ExtensionType)
 
 
 def _written(con: duckdb.DuckDBPyConnection, sql: str) -> int:

@@ -158,7 +158,7 @@ class EpochRunner:
         if at is None or self.arrangements is None:
             return read_sql(f"SELECT * FROM {table}", names, at, live)
         start = time.perf_counter()
-        rows = self.arrangements.lookup(table, at, live, self._view)
+        rows, exact = self.arrangements.lookup(table, at, live, self._view)
         types = dict(self.arrangements.columns(table))
         if self.profile is not None:
             self.profile.lookups += time.perf_counter() - start
@@ -167,10 +167,11 @@ class EpochRunner:
         name = f"__ivm_slice{len(self.slices)}_{self.epoch}"
         self.con.register(name, rows)
         self.slices.append(name)
-        # The slice is consolidated already; the keys' values pick out the hashes' rows.
-        # Its columns take back the trace's exact types (Arrow has no ENUM, say).
+        # The slice is consolidated already; unless it is exactly the keys' rows, the
+        # keys' values pick them out of the hashes' rows. Its columns take back the
+        # trace's exact types (Arrow has no ENUM, say).
         typed = ", ".join(f"CAST({quote(n)} AS {types[n]}) AS {quote(n)}" for n in names)
-        return read_sql(f"SELECT {typed}, {W} FROM {name}", names, at)
+        return read_sql(f"SELECT {typed}, {W} FROM {name}", names, None if exact else at)
 
     def release(self) -> None:
         """Unregister the Arrow tables this epoch's reads registered (after the epoch's
