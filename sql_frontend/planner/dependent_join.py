@@ -40,7 +40,7 @@ from ivm.sql_frontend.planner.context import Context, Scope
 from ivm.sql_frontend.planner.naming import ref, rename_columns
 from ivm.sql_frontend.planner.outer_joins import outer_join
 from ivm.sql_frontend.planner.semi_joins import and_all, join
-from ivm.sql_frontend.planner.top_k import ordering_of
+from ivm.sql_frontend.planner.top_k import ordering_of, unordered_refusal
 
 DOMAIN_COLUMN = "__ivm_d{}"
 HIDDEN_COLUMN = "__ivm_order{}"
@@ -335,6 +335,8 @@ class _Rewriter:
         plain = is_select and query.args.get("distinct") is None
         ordering = ordering_of(self.ctx, query, outputs, can_hide=plain)
         assert ordering is not None
+        if ordering.unordered is not None:  # one-row queries lost theirs (limit_in_exists)
+            raise unordered_refusal(self.ctx, ordering, None)
         body = query.copy()
         for key in ("order", "limit", "offset"):
             body.set(key, None)
