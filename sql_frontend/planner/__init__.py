@@ -46,7 +46,7 @@ from ivm.plan.node import Plan
 from ivm.schema import Column, Schema
 from ivm.sql_frontend.parsing import parse_query, quiet
 from ivm.sql_frontend.planner.context import Context, Describe
-from ivm.sql_frontend.planner.lateral import mark_implicit_laterals
+from ivm.sql_frontend.planner.lateral import mark_implicit_laterals, plain_lateral_functions
 from ivm.sql_frontend.planner.naming import materialized_type, unique_names
 from ivm.sql_frontend.planner.pivot import rewrite_pivots
 from ivm.sql_frontend.planner.queries import conform, plan_node
@@ -90,7 +90,7 @@ def plan_expression(
     locator = Locator(sql, origin)
     with quiet():
         parsed = tree
-        tree = rewrite_pivots(tree, describe, locator)
+        tree = plain_lateral_functions(rewrite_pivots(tree, describe, locator))
         reject_unsupported(tree, locator)
         tree = name_table_functions(name_values_columns(tree), describe)
         tree = mark_implicit_laterals(tree)

@@ -104,7 +104,7 @@ def plan_source(ctx: Context, node: exp.Expression, scope: Scope) -> Plan:
     elif isinstance(node, exp.Values):
         inner = plan_values(ctx, node)
     else:
-        construct = type(node).__name__ + " in FROM"
+        construct = node.key.upper() + " in FROM"
         raise UnsupportedSQL(f"{ctx.locator.describe(construct, node)} is not supported")
     columns = inner.schema.columns
     if isinstance(inner, Scan) and ctx.used_names is not None:  # the columns it may read
