@@ -107,7 +107,7 @@ def parse_script(sql: str) -> list[Statement]:
         statements: list[Statement] = []
         for piece in _split(tokens):
             if piece and piece[0].text.upper() == "REFRESH":
-                statements.append(_refresh(piece))
+                statements.append(_refresh(piece, sql, locator))
                 continue
             tree = parse_tokens(piece, sql)
             if isinstance(tree, exp.Command):
@@ -116,14 +116,17 @@ def parse_script(sql: str) -> list[Statement]:
     return statements
 
 
-def _refresh(tokens: list[Token]) -> Refresh:
+def _refresh(tokens: list[Token], sql: str, locator: Locator) -> Refresh:
     """``REFRESH [MATERIALIZED] VIEW name`` (the only REFRESH there is)."""
     words = [t.text for t in tokens]
     upper = [w.upper() for w in words]
     if upper[1:2] == ["MATERIALIZED"]:
         words, upper = words[1:], upper[1:]
     if len(words) != 3 or upper[1] != "VIEW":
-        raise UnsupportedSQL("REFRESH: only REFRESH [MATERIALIZED] VIEW name is accepted")
+        where = locator.position(tokens[0].start)
+        text = sql[tokens[0].start : tokens[-1].end + 1][:80]
+        raise UnsupportedSQL(f"REFRESH (at {where}: {text}) is not supported: only REFRESH "
+                             "[MATERIALIZED] VIEW name is accepted")
     return Refresh(words[2].strip('"'))
 
 

@@ -25,7 +25,7 @@ from sqlglot import exp
 
 from ivm.operators.base import At, Operator, Run
 from ivm.plan.node import Plan
-from ivm.plan.sql import join_sql, sql_of, union_all_sql
+from ivm.plan.sql import W, column_list, join_sql, sql_of, union_all_sql
 from ivm.schema import quote
 
 
@@ -127,8 +127,42 @@ class DeltaJoin(Operator):
                     sources.append(delta)
                 else:
                     sources.append(old)
-            terms.append(join_sql(sources, schemas, self.join.condition, weighted=True))
+            order = self._from_order(i)
+            term = join_sql([sources[k] for k in order], [schemas[k] for k in order],
+                            self.join.condition, weighted=True)
+            if order != sorted(order):  # the columns back in the join's order
+                term = f"SELECT {column_list(self.schema.names)}, {W} FROM ({term}) AS __j"
+            terms.append(term)
         return terms[0] if len(terms) == 1 else union_all_sql(terms)
+
+    @cached_property
+    def _links(self) -> dict[int, set[int]]:
+        """Per input, the inputs a conjunct of the condition relates it to (one reading
+        columns of exactly two inputs)."""
+        owner = {c: k for k, r in enumerate(self.inputs) for c in r.schema.names}
+        links: dict[int, set[int]] = {k: set() for k in range(len(self.inputs))}
+        for conjunct in conjuncts(self.join.condition):
+            read = {owner[c.name] for c in conjunct.find_all(exp.Column) if c.name in owner}
+            if len(read) == 2:
+                a, b = read
+                links[a].add(b)
+                links[b].add(a)
+        return links
+
+    def _from_order(self, changed: int) -> list[int]:
+        """The order a term lists its inputs in: the join's own when each input is linked
+        to one before it; else from the ``changed`` input on, each next the first one linked
+        to those listed (unlinked ones last). DuckDB plans a FROM list that starts with
+        two unlinked inputs, one of them read at keys, as their cross product (TPC-DS q64:
+        two ``date_dim`` copies, 107M rows, where ``customer`` links them)."""
+        count = len(self.inputs)
+        if all(self._links[k] & set(range(k)) for k in range(1, count)):
+            return list(range(count))
+        order = [changed]
+        while len(order) < count:
+            rest = [k for k in range(count) if k not in order]
+            order.append(next((k for k in rest if self._links[k] & set(order)), rest[0]))
+        return order
 
     def _shared(self, run: Run, deltas: list[str | None]) -> list[str | None]:
         """The changes, each one of a fused join (a join without state below, maybe under

@@ -46,7 +46,7 @@ from ivm.plan.node import Plan
 from ivm.schema import Column, Schema
 from ivm.sql_frontend.parsing import parse_query, quiet
 from ivm.sql_frontend.planner.context import Context, Describe
-from ivm.sql_frontend.planner.lateral import mark_implicit_laterals
+from ivm.sql_frontend.planner.lateral import mark_implicit_laterals, plain_lateral_functions
 from ivm.sql_frontend.planner.naming import materialized_type, unique_names
 from ivm.sql_frontend.planner.pivot import rewrite_pivots
 from ivm.sql_frontend.planner.queries import conform, plan_node
@@ -54,6 +54,7 @@ from ivm.sql_frontend.planner.resolve import resolve
 from ivm.sql_frontend.planner.row_subqueries import row_subqueries
 from ivm.sql_frontend.planner.table_functions import name_table_functions
 from ivm.sql_frontend.planner.unsupported import reject_unsupported
+from ivm.sql_frontend.planner.used_columns import used_names
 from ivm.sql_frontend.planner.values import name_values_columns
 from ivm.sql_frontend.positions import TEXT_START, Locator, Origin
 
@@ -88,12 +89,14 @@ def plan_expression(
     text would rename ``substr(x, 1)`` to ``substring(x, 1)``) and locates errors."""
     locator = Locator(sql, origin)
     with quiet():
-        tree = rewrite_pivots(tree, describe, locator)
+        parsed = tree
+        tree = plain_lateral_functions(rewrite_pivots(tree, describe, locator))
         reject_unsupported(tree, locator)
         tree = name_table_functions(name_values_columns(tree), describe)
         tree = mark_implicit_laterals(tree)
         qualified = row_subqueries(resolve(tree, relations, locator))
         ctx = Context(relations, describe, locator, tree, plan_node)
+        ctx.used_names = used_names(parsed, qualified)
         plan = ctx.query(qualified, {})
         # The view's columns are named and typed exactly as DuckDB names and types the query.
         text = sql if sql is not None else tree.sql(dialect="duckdb")

@@ -233,6 +233,8 @@ def _arguments(
                 values.append(value)
             else:
                 raise UnsupportedSQL(f"{named('{name} with option ' + key)} is not supported")
+    if values and isinstance(values[0], exp.Limit):
+        raise UnsupportedSQL(f"{named('LIMIT inside {name}')} is not supported")
     order: tuple[exp.Ordered, ...] = ()
     distinct = False
     if values and isinstance(values[0], exp.Order):

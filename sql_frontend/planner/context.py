@@ -38,6 +38,9 @@ class Context:
     tree: exp.Expression
     plan_query: PlanQuery
     stored_names: dict[str, str] = field(init=False)
+    used_names: frozenset[str] | None = None
+    """The names the query mentions (``used_columns``): a table's other columns are not
+    planned; None: every column is."""
     subqueries: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:

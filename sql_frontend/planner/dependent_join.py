@@ -37,10 +37,11 @@ from ivm.operators.project import Project
 from ivm.plan.node import Plan
 from ivm.sql_frontend.planner.aggregate_calls import calls_in, has_aggregate, in_scope
 from ivm.sql_frontend.planner.context import Context, Scope
+from ivm.sql_frontend.planner.grouping_sets import plain_group
 from ivm.sql_frontend.planner.naming import ref, rename_columns
 from ivm.sql_frontend.planner.outer_joins import outer_join
 from ivm.sql_frontend.planner.semi_joins import and_all, join
-from ivm.sql_frontend.planner.top_k import ordering_of
+from ivm.sql_frontend.planner.top_k import ordering_of, unordered_refusal
 
 DOMAIN_COLUMN = "__ivm_d{}"
 HIDDEN_COLUMN = "__ivm_order{}"
@@ -182,7 +183,7 @@ class _Rewriter:
             query.set("expression", self.body(query.expression))
             return query
         if not isinstance(query, exp.Select):
-            construct = self.ctx.locator.describe(type(query).__name__, query)
+            construct = self.ctx.locator.describe(query.key.upper(), query)
             raise UnsupportedSQL(f"{construct} in a LATERAL subquery is not supported")
         if query.args.get("limit") is not None or query.args.get("offset") is not None:
             return self.ranked(query)
@@ -263,9 +264,11 @@ class _Rewriter:
                     f"{construct} inside a correlated LATERAL subquery is not supported"
                 )
         group = select.args.get("group")
-        if group is not None and any(group.args.get(k) for k in ("grouping_sets", "cube",
-                                                                  "rollup")):
-            construct = self.ctx.locator.describe("GROUPING SETS", group)
+        if not plain_group(group) and not group.args.get("all"):
+            sets = (exp.Rollup, exp.Cube, exp.GroupingSets)
+            element = next(e for e in group.expressions if isinstance(e, sets))
+            name = "GROUPING SETS" if isinstance(element, exp.GroupingSets) else element.key
+            construct = self.ctx.locator.describe(name.upper(), element)
             raise UnsupportedSQL(f"{construct} in a correlated LATERAL subquery is not supported")
 
     def global_aggregate(self, select: exp.Select) -> exp.Select:
@@ -335,6 +338,8 @@ class _Rewriter:
         plain = is_select and query.args.get("distinct") is None
         ordering = ordering_of(self.ctx, query, outputs, can_hide=plain)
         assert ordering is not None
+        if ordering.unordered is not None:  # one-row queries lost theirs (limit_in_exists)
+            raise unordered_refusal(self.ctx, ordering, None)
         body = query.copy()
         for key in ("order", "limit", "offset"):
             body.set(key, None)

@@ -104,9 +104,12 @@ def plan_source(ctx: Context, node: exp.Expression, scope: Scope) -> Plan:
     elif isinstance(node, exp.Values):
         inner = plan_values(ctx, node)
     else:
-        construct = type(node).__name__ + " in FROM"
+        construct = node.key.upper() + " in FROM"
         raise UnsupportedSQL(f"{ctx.locator.describe(construct, node)} is not supported")
-    exprs = tuple((f"{alias}.{c.name}", ref(c.name)) for c in inner.schema.columns)
+    columns = inner.schema.columns
+    if isinstance(inner, Scan) and ctx.used_names is not None:  # the columns it may read
+        columns = tuple(c for c in columns if c.name.lower() in ctx.used_names) or columns[:1]
+    exprs = tuple((f"{alias}.{c.name}", ref(c.name)) for c in columns)
     return ctx.typed(Project(schema=inner.schema, input=inner, exprs=exprs))
 
 

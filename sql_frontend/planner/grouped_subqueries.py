@@ -17,6 +17,7 @@ from ivm.sql_frontend.planner.aggregate_calls import calls_in, determined_picks
 from ivm.sql_frontend.planner.context import Context, Scope
 from ivm.sql_frontend.planner.decorrelate import Resolve, plan_resolver
 from ivm.sql_frontend.planner.grouping import sql_text
+from ivm.sql_frontend.planner.grouping_sets import plain_group
 from ivm.sql_frontend.planner.naming import ref, rename_columns
 from ivm.sql_frontend.planner.subqueries import (
     COMPARISONS,
@@ -40,8 +41,7 @@ def values_before_grouping(
     they are grouped) and replaced by its value there, and also wherever the same
     subquery stands outside a call (a SELECT item repeating a GROUP BY subquery then
     reads that key). The others are left to ``Holders`` (evaluated per group)."""
-    plain = group is None or not any(
-        group.args.get(a) for a in ("grouping_sets", "rollup", "cube", "all"))
+    plain = plain_group(group)
     keys = group.expressions if group is not None else []
     outputs = [(n, determined_picks(e, keys if plain else None, ctx.locator))
                for n, e in outputs]

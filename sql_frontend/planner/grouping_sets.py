@@ -25,6 +25,17 @@ Outputs = list[tuple[str, exp.Expression]]
 Index = Callable[[exp.Expression], int]
 
 
+def plain_group(group: exp.Group | None) -> bool:
+    """``group`` is absent or lists plain keys: no GROUPING SETS, ROLLUP, CUBE or ALL
+    (sqlglot keeps ROLLUP and the like among the GROUP BY's expressions)."""
+    if group is None:
+        return True
+    if any(group.args.get(a) for a in ("grouping_sets", "rollup", "cube", "all")):
+        return False
+    return not any(isinstance(e, (exp.Rollup, exp.Cube, exp.GroupingSets))
+                   for e in group.expressions)
+
+
 def grouping_sets(
     group: exp.Group | None, outputs: Outputs, positions: dict[int, exp.Expression]
 ) -> tuple[list[exp.Expression], GroupingSets]:

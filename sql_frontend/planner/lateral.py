@@ -49,6 +49,25 @@ def own_aliases(item: exp.Expression) -> set[str]:
     return {n.alias_or_name for n in item.find_all(*kinds) if n.alias_or_name}
 
 
+def plain_lateral_functions(tree: exp.Expression) -> exp.Expression:
+    """``tree`` with each ``LATERAL f(…) AS a`` (a table function or UNNEST after the
+    keyword) written ``f(…) AS a``: in FROM, a function reads the items before it with or
+    without the keyword. Left as it is: ``WITH ORDINALITY`` after LATERAL (refused)."""
+
+    def plain(node: exp.Expression) -> exp.Expression:
+        if (not isinstance(node, exp.Lateral) or isinstance(node.this, exp.Subquery)
+                or node.args.get("ordinality") or node.args.get("view")):
+            return node
+        item = node.this.copy()
+        if not isinstance(item, exp.Unnest):
+            item = exp.Table(this=item)
+        if node.args.get("alias") is not None:
+            item.set("alias", node.args["alias"].copy())
+        return item
+
+    return tree.transform(plain)
+
+
 def item_query(item: exp.Expression) -> exp.Select:
     """``SELECT * FROM item``: the rows the item gives (for one left row)."""
     if isinstance(item, exp.Lateral):

@@ -31,7 +31,7 @@ def plan_node(ctx: Context, node: exp.Expression, scope: Scope) -> Plan:
         return plan_select(ctx, node, scope)
     if isinstance(node, exp.Values):
         return plan_values(ctx, node)
-    construct = type(node).__name__
+    construct = node.key.upper()
     raise UnsupportedSQL(f"{ctx.locator.describe(construct, node)} is not supported as a query")
 
 

@@ -9,7 +9,10 @@ output columns (``ivm.operators.top_k``), so the result is deterministic.
 
 ``OFFSET m`` without LIMIT keeps every row after the first m: the input minus its
 TopK of m rows (a linear ``Difference``). LIMIT without ORDER BY picks arbitrary
-rows, which maintenance could not reproduce: it is refused.
+rows, which maintenance could not reproduce, unless it cannot cut anything: when the
+plan proves its input holds at most k rows (``row_bounds.max_rows``), ``LIMIT k`` keeps
+them all and is dropped (and an OFFSET past the bound, or LIMIT 0, keeps none); any
+other LIMIT / OFFSET without ORDER BY is refused by name.
 """
 
 from __future__ import annotations
@@ -22,12 +25,14 @@ from sqlglot import exp
 from ivm.errors import SqlError, UnsupportedSQL
 from ivm.operators.aggregate import SortKey
 from ivm.operators.difference import Difference
+from ivm.operators.filter import Filter
 from ivm.operators.project import Project
 from ivm.operators.top_k import TopK
 from ivm.plan.node import Plan
 from ivm.sql_frontend.planner.context import Context
 from ivm.sql_frontend.planner.grouping import sql_text
 from ivm.sql_frontend.planner.naming import ref
+from ivm.sql_frontend.planner.row_bounds import max_rows
 
 Output = tuple[str, exp.Expression]
 """A SELECT list entry: its name and expression."""
@@ -43,6 +48,9 @@ class Ordering:
     offset: int
     hidden: list[Output] = field(default_factory=list)
     """Outputs computed only for ORDER BY (after the visible ones)."""
+    unordered: exp.Expression | None = None
+    """Without ORDER BY: the LIMIT / OFFSET clause (accepted only where it cannot
+    choose between rows)."""
 
 
 def ordering_of(
@@ -62,15 +70,11 @@ def ordering_of(
     if limit_node is None and offset_node is None:
         return None
     order = node.args.get("order")
-    if order is None or not order.expressions:
-        clause = limit_node if limit_node is not None else offset_node
-        construct = ctx.locator.describe("LIMIT / OFFSET without ORDER BY", clause)
-        raise UnsupportedSQL(
-            f"{construct} is not supported: it keeps arbitrary rows, which maintenance "
-            "could not reproduce; add an ORDER BY that decides which rows"
-        )
     limit = _count(ctx, limit_node) if limit_node is not None else None
     offset = _count(ctx, offset_node) if offset_node is not None else 0
+    if order is None or not order.expressions:
+        clause = limit_node if limit_node is not None else offset_node
+        return Ordering([], limit, offset, unordered=clause)
     ordering = Ordering([], limit, offset)
     texts = {sql_text(e.unnest()): i for i, (_, e) in reversed(list(enumerate(outputs)))}
     names = {name.lower(): i for i, (name, _) in enumerate(outputs)}
@@ -102,6 +106,8 @@ def limited(ctx: Context, plan: Plan, ordering: Ordering | None) -> Plan:
     hidden columns projected away."""
     if ordering is None:
         return plan
+    if ordering.unordered is not None:
+        return _unordered(ctx, plan, ordering)
     names = plan.schema.names
     keys = tuple(SortKey(names[p], d, n) for p, d, n in ordering.terms)
     if ordering.limit is not None:
@@ -114,6 +120,33 @@ def limited(ctx: Context, plan: Plan, ordering: Ordering | None) -> Plan:
     visible = names[: len(names) - len(ordering.hidden)]
     exprs = tuple((n, ref(n)) for n in visible)
     return ctx.typed(Project(schema=result.schema, input=result, exprs=exprs))
+
+
+def _unordered(ctx: Context, plan: Plan, ordering: Ordering) -> Plan:
+    """LIMIT / OFFSET without ORDER BY: ``plan`` whole when the LIMIT cannot cut it, no
+    rows when the LIMIT is 0 or the OFFSET is past every row it can hold; refused
+    otherwise (which rows it keeps would be DuckDB's arbitrary choice)."""
+    bound = max_rows(plan)
+    if ordering.limit == 0 or (bound is not None and ordering.offset >= bound):
+        return ctx.typed(Filter(schema=plan.schema, input=plan, predicate=exp.false()))
+    if bound is not None and ordering.offset == 0 and (
+        ordering.limit is None or ordering.limit >= bound
+    ):
+        return plan
+    raise unordered_refusal(ctx, ordering, bound)
+
+
+def unordered_refusal(ctx: Context, ordering: Ordering, bound: int | None) -> UnsupportedSQL:
+    """The error for a LIMIT / OFFSET without ORDER BY that could choose between rows of
+    an input holding at most ``bound`` rows (None: any number)."""
+    assert ordering.unordered is not None
+    construct = ctx.locator.describe("LIMIT / OFFSET without ORDER BY", ordering.unordered)
+    could = "any number of rows" if bound is None else f"up to {bound} rows"
+    return UnsupportedSQL(
+        f"{construct} is not supported: its input can hold {could}, and which of them "
+        "it keeps is not determined (DuckDB picks arbitrary rows, which maintenance "
+        "could not reproduce); add an ORDER BY that decides which rows"
+    )
 
 
 def _position(

@@ -16,7 +16,11 @@ from ivm.sql_frontend.planner.aggregate_calls import (
     is_pick_call,
     take_apart,
 )
-from ivm.sql_frontend.planner.table_functions import check_table_function, function_of
+from ivm.sql_frontend.planner.table_functions import (
+    check_table_function,
+    function_name,
+    function_of,
+)
 from ivm.sql_frontend.planner.temporal_joins import is_temporal_join
 from ivm.sql_frontend.planner.values import check_values
 from ivm.sql_frontend.planner.windows import check_window
@@ -46,7 +50,9 @@ def reject_unsupported(tree: exp.Expression, locator: Locator) -> None:
             if isinstance(node, kind):
                 raise UnsupportedSQL(f"{locator.describe(name, node)} is not supported")
         if isinstance(node, exp.With) and (node.args.get("search") or node.args.get("cycle")):
-            clause = "SEARCH" if node.args.get("search") else "CYCLE"
+            search = node.args.get("search")
+            kind = str(search.args.get("kind") or "SEARCH") if search is not None else "CYCLE"
+            clause = "CYCLE" if kind.upper() == "CYCLE" else "SEARCH"
             raise UnsupportedSQL(f"{locator.describe(clause + ' clause', node)} is not supported")
         if isinstance(node, exp.Join):
             _check_join(node, locator)
@@ -60,6 +66,11 @@ def reject_unsupported(tree: exp.Expression, locator: Locator) -> None:
             check_values(node, locator)
         if isinstance(node, exp.Window):
             check_window(node, locator)
+        if isinstance(node, exp.Lateral) and not isinstance(node.this, exp.Subquery):
+            ordinality = " WITH ORDINALITY" if node.args.get("ordinality") else ""
+            what = f"LATERAL {function_name(node.this)}{ordinality}"
+            raise UnsupportedSQL(f"{locator.describe(what, node)} is not supported: write "
+                                 "the function without LATERAL")
         if is_call(node) and not is_pick_call(node):
             take_apart(node, locator)
             check_not_nested(node, locator)
