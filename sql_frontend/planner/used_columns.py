@@ -11,8 +11,8 @@ that no name matches cannot be read, so it is dropped where the table enters the
 not name: a ``*`` left unexpanded (``count(*)`` aside), ``COLUMNS(…)``, PIVOT / UNPIVOT,
 NATURAL joins, a table's whole row by its name (``SELECT t FROM t``), and where ivm's
 documented tie-breaking reads every column of the FROM tables (windows, QUALIFY,
-DISTINCT ON, ASOF joins, and temporal joins, which tell apart the rows they joined by
-every column).
+DISTINCT ON, ASOF joins), and temporal joins (``FOR SYSTEM_TIME AS OF``: each left row
+keeps the version it met on arrival, so rows must stay apart as the table has them).
 """
 
 from __future__ import annotations
@@ -40,10 +40,9 @@ def _reads_unnamed(tree: exp.Expression) -> bool:
     for star in tree.find_all(exp.Star):
         if not isinstance(star.parent, exp.Count):
             return True
-    if any(True for _ in tree.find_all(
-        exp.Columns, exp.Pivot, exp.Window, exp.Qualify, exp.Version
-    )):
-        return True  # (a temporal join tells the rows it priced apart by all their columns)
+    if any(True for _ in tree.find_all(exp.Columns, exp.Pivot, exp.Window, exp.Qualify,
+                                        exp.Version)):
+        return True
     for distinct in tree.find_all(exp.Distinct):
         if distinct.args.get("on") is not None:
             return True

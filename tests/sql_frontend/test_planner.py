@@ -48,7 +48,7 @@ def test_join_aggregate_plan_shape(plan):
     join = joins[0]
     assert len(join.relations) == 2
     assert join.condition is not None
-    assert len(join.schema) == 5  # 3 order columns + 2 customer columns
+    assert len(join.schema) == 4  # 2 order columns + 2 customer columns (o.id is unread)
     scans = sorted(s.name for s in nodes(join, Scan))
     assert scans == ["customers", "orders"]
 
