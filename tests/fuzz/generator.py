@@ -438,8 +438,12 @@ class Generator:
         return next((c.type for c in scope if c.ref == expr), None)
 
     def windows(self, scope: list[Col]) -> tuple[list[str], list[str]]:
-        """One or two window calls over the SELECT's rows."""
+        """One or two window calls over the SELECT's rows. At most one of them depends on
+        row positions (ROW_NUMBER, NTILE, LAG, LEAD, a ROWS frame): over identical rows,
+        which copy gets which value is DuckDB's arbitrary choice, so two such calls over
+        different windows pair their values arbitrarily (one alone permutes copies)."""
         calls, types = [], []
+        positional = False
         exact = [c for c in scope if c.type in EXACT and c.type != "bool"]
         if not exact:
             return ["COUNT(*) OVER ()"], ["int"]
@@ -450,6 +454,9 @@ class Generator:
             key = self.pick(exact).ref if exact else "1"
             total = ", ".join(self.direction(c.ref) for c in scope if c.type != "flt")
             kind = self.rng.random()
+            if positional and (0.3 <= kind < 0.55 or kind >= 0.8):
+                kind = 0.6  # an aggregate over a RANGE frame instead
+            positional = positional or 0.3 <= kind < 0.55 or kind >= 0.8
             if kind < 0.3:
                 fn = self.pick(["rank()", "dense_rank()"])
                 calls.append(f"{fn} OVER ({part} ORDER BY {self.direction(key)})")
