@@ -164,7 +164,7 @@ class EpochRunner:
         if at is None or self.arrangements is None:
             return read_sql(f"SELECT * FROM {table}", names, at, live)
         start = time.perf_counter()
-        rows, exact = self.arrangements.lookup(table, at, live, self._view)
+        rows, exact = self.arrangements.lookup(table, at, live, self._view, names)
         types = dict(self.arrangements.columns(table))
         if self.profile is not None:
             self.profile.lookups += time.perf_counter() - start

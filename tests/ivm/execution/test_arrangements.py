@@ -204,3 +204,55 @@ def test_an_unread_arrangement_is_dropped_not_merged_forever(
         assert orders_by_customer in {(s.table, s.key) for s in harness.db._arrangements.sizes()}
     finally:
         harness.close()
+
+
+WIDE_TABLES = [
+    "CREATE TABLE customers (cid BIGINT PRIMARY KEY, region VARCHAR)",
+    "CREATE TABLE orders (id BIGINT PRIMARY KEY, customer BIGINT, amount BIGINT, "
+    "note VARCHAR, urgent BOOLEAN)",
+]
+
+
+def wide_epochs() -> list[Epoch]:
+    """Orders equal but for their id and note (equal as the arrangement holds them), then
+    customer changes, which read orders by customer."""
+    orders = [("insert", (i, i % 3, 10 * (i % 2), f"n{i}", i % 4 == 0)) for i in range(12)]
+    return [
+        Epoch.of({"orders": orders}),
+        Epoch.of({"customers": [("insert", (c, f"r{c % 2}")) for c in range(4)]}),
+        Epoch.of({"orders": [("delete", orders[0][1]), ("delete", orders[6][1])],
+                  "customers": [("update", (1, "r1"), (1, "r9"))]}),
+        Epoch.of({"customers": [("delete", (2, "r0")), ("insert", (7, None))],
+                  "orders": [("insert", (40, 7, 5, None, True))]}),
+        Epoch.of({"customers": [("update", (7, None), (7, "r7"))]}),
+    ]
+
+
+def test_an_arrangement_holds_the_columns_its_readers_use_and_widens_for_more() -> None:
+    harness = Harness(WIDE_TABLES)
+    try:
+        harness.create_views({"totals": "SELECT c.region, SUM(o.amount) AS total, COUNT(*) "
+                              "AS n FROM customers c JOIN orders o ON o.customer = c.cid "
+                              "GROUP BY c.region"})
+        first, second, third, fourth, fifth = wide_epochs()
+        for epoch in (first, second, third, fourth):
+            harness.apply(epoch)  # the fourth merges the third's deletes into it
+        held = {(s.table, s.key): s for s in harness.db._arrangements.sizes()}
+        orders = held[('"__ivm_rel_orders"', ("customer",))]
+        # orders equal but for id and note are one row as it holds them: 6 pairs of
+        # (customer, amount) twice each, of which the deletes took one out
+        assert orders.columns == ("customer", "amount") and orders.of_columns == 5
+        arranged = harness.db._arrangements._arranged['"__ivm_rel_orders"'][("customer",)]
+        contents = arranged.contents().to_pylist()
+        assert len(contents) == 5 and {r["__w"] for r in contents} == {2}
+        text = harness.db.explain("totals", analyze=True)
+        assert "the rows of 'orders' by (customer), 2 of its 5 columns" in text
+        harness.create_views({"urgent_notes": "SELECT c.cid, c.region, o.note FROM customers "
+                              "c JOIN orders o ON o.customer = c.cid WHERE o.urgent"})
+        harness.apply(fifth)  # the arrangement widened for the second view; both exact
+        held = {(s.table, s.key): s for s in harness.db._arrangements.sizes()}
+        widened = held[('"__ivm_rel_orders"', ("customer",))]
+        assert set(widened.columns) == {"customer", "amount", "note", "urgent"}
+        assert set(widened.readers) == {"totals", "urgent_notes"}
+    finally:
+        harness.close()
