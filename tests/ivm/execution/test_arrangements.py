@@ -9,7 +9,8 @@ import pytest
 from oracle.harness import Epoch, Harness
 
 import ivm
-from ivm.execution.arrangements import PROBE_HASH, Arrangements, rows_at_keys
+from ivm.execution.arrangements import Arrangements
+from ivm.execution.key_match import PROBE_HASH, rows_at_keys
 from ivm.operators.base import At
 from ivm.storage.arrangement import Arrangement, Batch
 
