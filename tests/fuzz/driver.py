@@ -137,11 +137,12 @@ EpochSource = Callable[[Harness, int], Epoch]
 
 
 class Isolate(Exception):
-    """``ingest`` failed with several views live (epoch index, the error)."""
+    """``ingest`` failed with several views live (epoch index, the error, whether the
+    alarm rang)."""
 
-    def __init__(self, index: int, error: BaseException) -> None:
+    def __init__(self, index: int, error: BaseException, rang: bool = False) -> None:
         super().__init__(index, error)
-        self.index, self.error = index, error
+        self.index, self.error, self.rang = index, error, rang
 
 
 @dataclass
@@ -246,8 +247,8 @@ class Drive:
         batches = {c.table: c.render(harness.specs[c.table], harness.schemas[c.table])
                    for c in epoch.changes}
         start = Stopwatch()
-        try:
-            with time_limit(self.hard) as rang:
+        try:  # the epoch does every live view's work: a hang is ``hard`` per view
+            with time_limit(self.hard * len(live)) as rang:
                 if epoch.single:
                     ((table, batch),) = batches.items()
                     deltas = harness.db.ingest(table, batch)
@@ -257,7 +258,7 @@ class Drive:
             if isinstance(error, KeyboardInterrupt) and not rang[0]:
                 raise
             if len(live) > 1 and not self.nested:
-                raise Isolate(len(harness.history) - 1, error) from error
+                raise Isolate(len(harness.history) - 1, error, rang[0]) from error
             if len(live) > 1:
                 for name in live:
                     self._end(harness, name, Outcome.INTERNAL, f"together: {first_line(error)}",
@@ -331,23 +332,32 @@ class Drive:
         self._end(harness, name, Outcome.INTERNAL,
                   f"epoch {number}: {first_line(error, 4000)}\n{epoch!r}", number)
 
-    def _replay(self, names: Sequence[str], replay: list[Epoch], warm: int
-                ) -> dict[str, Result]:
+    def _replay(self, names: Sequence[str], replay: list[Epoch], warm: int,
+                through: int | None = None) -> dict[str, Result]:
+        """``names`` alone through ``replay``, then the source's epochs up to ``through``."""
         queries = {n: self.queries[n] for n in names}
-        return Drive(self.ddl, queries, lambda _h, i: replay[i], len(replay) - warm, warm,
-                     self.slow, self.hard, self.domains, self.oracle_ddl, nested=True).run()
+        total = len(replay) if through is None else through
+
+        def source(harness: Harness, i: int) -> Epoch:
+            return replay[i] if i < len(replay) else self.source(harness, i)
+
+        return Drive(self.ddl, queries, source, total - warm, warm, self.slow, self.hard,
+                     self.domains, self.oracle_ddl, nested=True).run()
 
     def _isolate(self, history: list[Epoch], failure: Isolate) -> None:
         """Run each view still live alone through the epochs up to the failing one; when
         none fails alone, find the fewest views that still fail together (dropping one
-        view at a time): those end as internal errors, the others as they did alone."""
+        view at a time): those end as internal errors, the others as they did alone. An
+        epoch stopped by the alarm is no error: each view then runs alone through every
+        epoch, as slow as it is by itself."""
         replay = history[: failure.index + 1]
         warm = min(self.warmup, len(replay))
+        through = self.warmup + self.epochs if failure.rang else None
         live = [n for n in self.queries if n not in self.results]
         alone = {}
         for name in live:
-            alone.update(self._replay([name], replay, warm))
-        if all(r.outcome == Outcome.EXACT for r in alone.values()):
+            alone.update(self._replay([name], replay, warm, through))
+        if not failure.rang and all(r.outcome == Outcome.EXACT for r in alone.values()):
             culprits = list(live)
             for name in live:
                 trial = [n for n in culprits if n != name]

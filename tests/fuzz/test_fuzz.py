@@ -84,6 +84,43 @@ def test_the_driver_tells_too_slow(monkeypatch: pytest.MonkeyPatch) -> None:
     assert results["v"].outcome == Outcome.SLOW
 
 
+
+def test_the_driver_takes_a_crowded_epoch_view_by_view(monkeypatch: pytest.MonkeyPatch
+                                                      ) -> None:
+    """Sabotage: an epoch of three views rings the alarm (as 20 views of 64-table joins
+    did on a loaded machine, select5.test). The alarm allows ``hard`` seconds per live
+    view, and a group it stops is no error: each view runs alone through every epoch."""
+    import contextlib
+
+    import ivm
+    from fuzz import driver
+
+    limits: list[float] = []
+    flag = [[False]]
+
+    @contextlib.contextmanager
+    def alarm(seconds: float):  # noqa: ANN202
+        limits.append(seconds)
+        flag[0] = [False]
+        yield flag[0]
+
+    real = ivm.Session.ingest
+
+    def crowded(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        if len(self.views) > 2:
+            flag[0][0] = True
+            raise driver.TooSlow("still running after 3 s")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(driver, "time_limit", alarm)
+    monkeypatch.setattr(ivm.Session, "ingest", crowded)
+    epochs = [inserts(t3=[T3]), inserts(t3=[T3B])]
+    views = {"a": "SELECT a FROM t3", "b": "SELECT b FROM t3", "c": "SELECT s FROM t3"}
+    results = Drive(DDL, views, lambda _h, i: epochs[i], 2, hard=1.0).run()
+    assert {n: (r.outcome, r.epoch) for n, r in results.items()} == {
+        n: (Outcome.EXACT, 2) for n in views}, [r.detail for r in results.values()]
+    assert 3.0 in limits, limits  # the group's epoch: 1 s for each of its 3 views
+
 # -- reproductions of failures the fuzzer and sqllogictest found ---------------------------
 
 T1 = (1, 2, 3, "a", 0.5, Decimal("1.50"))
