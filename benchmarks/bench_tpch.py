@@ -246,7 +246,8 @@ def run_query(
     if result.measured:
         console.print(
             f"{name}: create {result.create:.2f} s, epoch "
-            f"{statistics.median(result.ivm) * 1000:.1f} ms, recompute "
+            f"{statistics.median(result.ivm) * 1000:.1f} ms "
+            f"({', '.join(f'{t * 1000:.0f}' for t in result.ivm)}), recompute "
             f"{statistics.median(result.recompute) * 1000:.1f} ms"
             + (" [bold red]WRONG[/]" if result.wrong else "")
         )

@@ -6,6 +6,8 @@ by listing it (``unnest_subqueries``, ``simplify``… later).
 
 * ``name_subquery_outputs`` names each unnamed subquery of a SELECT list ``_col_<i>``
   with an ``AS`` (``qualify``'s ``ORDER BY <position>`` expects that node);
+* ``exists_select_one`` makes ``EXISTS (SELECT * …)`` ``EXISTS (SELECT 1 …)`` where the
+  list cannot matter, so that no column is read through it;
 * ``qualify`` expands ``*``, resolves every column to its source, turns
   ``USING`` into ``ON`` and expands positional and alias references in GROUP BY;
 * ``limit_in_exists`` drops an ``ORDER BY … LIMIT n`` (n ≥ 1) inside EXISTS, which
@@ -24,13 +26,16 @@ from sqlglot import exp
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.schema import ensure_schema
 
+from ivm.sql_frontend.exists_select import exists_select_one
 from ivm.sql_frontend.limit_in_exists import limit_in_exists
 from ivm.sql_frontend.named_windows import inline_windows
 from ivm.sql_frontend.subquery_outputs import name_subquery_outputs
 
 Rule = Callable[..., exp.Expression]
 
-RULES: tuple[Rule, ...] = (name_subquery_outputs, qualify, limit_in_exists, inline_windows)
+RULES: tuple[Rule, ...] = (
+    name_subquery_outputs, exists_select_one, qualify, limit_in_exists, inline_windows
+)
 """The rules, applied in this order."""
 
 

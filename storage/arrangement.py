@@ -182,6 +182,34 @@ class Arrangement:
             ))
         return arrangement
 
+    @classmethod
+    def of_sorted(
+        cls, rows: pa.Table, keys: np.ndarray, hashes: np.ndarray, weights: np.ndarray
+    ) -> Arrangement:
+        """An arrangement holding ``rows``, given sorted by (key hash, row hash) but not
+        consolidated (a trace read as it is stored, sorted by DuckDB): equal rows are
+        neighbours, so consolidating is one pass summing each run of equal hash pairs
+        (zeros dropped), never a sort here. Rows not so sorted are sorted first."""
+        keys = np.asarray(keys, np.uint64)
+        hashes = np.asarray(hashes, np.uint64)
+        weights = np.asarray(weights, np.int64)
+        if len(keys) == 0:
+            return cls(rows.schema)
+        if not (
+            np.all(keys[1:] >= keys[:-1])
+            and np.all((keys[1:] > keys[:-1]) | (hashes[1:] >= hashes[:-1]))
+        ):
+            return cls.of(rows, keys, hashes, weights)
+        starts = np.flatnonzero(
+            np.r_[True, (keys[1:] != keys[:-1]) | (hashes[1:] != hashes[:-1])]
+        )
+        if len(starts) == len(keys) and np.all(weights != 0):
+            return cls.of_consolidated(rows, keys, hashes, weights)
+        sums = np.add.reduceat(weights, starts)
+        kept = sums != 0
+        first = starts[kept]
+        return cls.of_consolidated(rows.take(first), keys[first], hashes[first], sums[kept])
+
     def __len__(self) -> int:
         """Entries held (rows with a weight, over every batch)."""
         return sum(len(b) for b in self.batches)

@@ -99,8 +99,10 @@ def arrangement_lines(
     lines = ["arrangements read (in memory; one per trace and key, shared):"]
     for size in sorted(sizes, key=lambda s: (s.table, s.key)):
         readers = ", ".join(repr(r) for r in size.readers)
+        held = len(size.columns)
+        part = f", {held} of its {size.of_columns} columns" if held < size.of_columns else ""
         lines.append(
-            f"  {names.describe(size.table)} by ({', '.join(size.key)}): "
+            f"  {names.describe(size.table)} by ({', '.join(size.key)}){part}: "
             f"{size.entries:,} entries, {size.bytes / 1e6:,.1f} MB; read by {readers}"
         )
     return lines

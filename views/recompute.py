@@ -50,13 +50,17 @@ class Recompute(_Base):
         changed = sum(self._changed_rows.get(s, 0) for s in view.sources if s in changes)
         if fraction is None or changed < RECOMPUTE_MIN_ROWS:
             return False
-        held = 0
-        for source in view.sources:
-            found = fetch_first(
-                self._con, f"SELECT count(*) FROM {self._names.relation_trace(source)}"
-            )
-            held += int(found[0]) if found else 0
+        held = sum(self._trace_rows(self._names.relation_trace(s)) for s in view.sources)
         return changed >= fraction * held
+
+    def _trace_rows(self, trace: str) -> int:
+        """About how many rows ``trace`` holds: as the compactor counted them since it last
+        knew the whole (a load, a compaction), else as DuckDB counts them (one query)."""
+        size = self._compactor.sizes.get(trace)
+        if size is not None and (size.base > 0 or size.empty):
+            return size.base + size.appended
+        found = fetch_first(self._con, f"SELECT count(*) FROM {trace}")
+        return int(found[0]) if found else 0
 
     def _recomputed_change(
         self, runner: EpochRunner, view: ViewDef, changes: dict[str, str]

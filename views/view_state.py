@@ -40,6 +40,7 @@ from ivm.storage.sqltext import unquote
 from ivm.storage.traces import create_reader, create_trace
 from ivm.views.definitions import ViewDef
 from ivm.views.diagnose import EXISTING, ViewFailed, explain_failure, explain_internal
+from ivm.views.warmup import warm
 
 if TYPE_CHECKING:
     from ivm.views.session import Session
@@ -212,6 +213,17 @@ class ViewState(_Base):
             raise ViewFailed(view, error, EXISTING) from error
         create_reader(self._con, view.name, trace, view.schema.names)
         self._catalog.set_manifest(view.name, self._manifest(view))
+        self._on_commit.append(lambda: self._warm(view))
+
+    def _warm(self, view: ViewDef) -> None:
+        """Build the arrangements ``view``'s epochs read when the inputs the last epoch
+        changed change again, once it is committed (``views.warmup``), unless it was
+        dropped since."""
+        changing = [s for s in view.sources if self._changed_rows.get(s)]
+        if self._views.get(view.name) is view and changing:
+            schemas = {s: self._schema_of(s) for s in changing}
+            warm(self._con, self._names, self._arrangements, view, schemas,
+                 self._catalog.epoch, self.iteration_limit)
 
     def _drop_view_state(self, name: str, manifest: Manifest | None) -> None:
         """Drop a view's reader and every trace of its state (as its manifest lists them;

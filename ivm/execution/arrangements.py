@@ -6,7 +6,10 @@ trace is *arranged* by those key columns: its live rows are loaded, once, into a
 ``ivm.storage.arrangement.Arrangement`` sorted by the key's hash, and from then on
 every read at keys is a binary search and an Arrow ``take`` over it, never a scan of
 the table. One arrangement per (trace, key columns), shared by every operator and
-every view that reads the trace by that key.
+every view that reads the trace by that key. It holds the columns its readers use
+(``At.needed``: a join reading lineitem by l_orderkey for three of its sixteen
+columns arranges those three, a quarter of the memory and of the time to build);
+a reader needing more rebuilds it with the union of the columns.
 
 An arranged trace is kept in step with its table: rows appended to the table during
 an epoch are read into Arrow with their hashes first (one statement), inserted into
@@ -33,17 +36,16 @@ from dataclasses import dataclass
 import duckdb
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ivm.errors import ExecutionError
+from ivm.execution.key_match import PROBE_HASH, rows_at_keys
 from ivm.operators.base import At
 from ivm.plan.sql import W
 from ivm.schema import quote
-from ivm.storage.arrangement import Arrangement, Batch, with_weights
+from ivm.storage.arrangement import Arrangement, with_weights
 from ivm.storage.sqltext import WEIGHT
 
 ROW_HASH = "__ivm_rh"
-PROBE_HASH = "__ivm_ph"
 UNMERGED_LIMIT = 100_000
 """Committed rows an unread arrangement may hold unmerged before it is dropped (and
 never fewer than its own entries)."""
@@ -52,6 +54,19 @@ never fewer than its own entries)."""
 def key_hash(index: int) -> str:
     """Column name of the ``index``-th arrangement's key hash in an append's rows."""
     return f"__ivm_kh{index}"
+
+
+def row_hash(index: int) -> str:
+    """Column name of the ``index``-th arrangement's row hash (of the columns it holds)
+    in an append's rows."""
+    return f"__ivm_rh{index}"
+
+
+def _selected(rows: pa.Table, names: Sequence[str] | None) -> pa.Table:
+    """``rows``' columns ``names`` (all when None) and the weight."""
+    if names is None or list(rows.column_names) == [*names, WEIGHT]:
+        return rows
+    return rows.select([*names, WEIGHT])
 
 
 def hash_sql(columns: Sequence[str], alias: str = "") -> str:
@@ -82,6 +97,10 @@ class ArrangementSize:
     bytes: int
     readers: tuple[str, ...]
     """The views that read the trace through it (one arrangement, shared)."""
+    columns: tuple[str, ...] = ()
+    """The trace's columns it holds (its readers use no others)."""
+    of_columns: int = 0
+    """How many columns the trace has."""
 
 
 @dataclass
@@ -92,6 +111,8 @@ class _Pending:
     table: str
     keys: list[tuple[str, ...]]
     rows: pa.Table
+    columns: list[tuple[str, ...]]
+    """The columns each key's arrangement held when the rows were hashed."""
 
 
 @dataclass(frozen=True)
@@ -119,14 +140,19 @@ class Arrangements:
 
     # -- reading -----------------------------------------------------------------------------
 
-    def lookup(self, table: str, at: At, live: bool, reader: str = "") -> tuple[pa.Table, bool]:
+    def lookup(
+        self, table: str, at: At, live: bool, reader: str = "",
+        reads: Sequence[str] | None = None,
+    ) -> tuple[pa.Table, bool]:
         """The rows of trace ``table`` at ``at``'s keys, consolidated, with their weights
         (``live``: positive ones only), and whether they are exactly the keys' rows. When
         not (keys of a type whose equality Arrow does not share with DuckDB, or two keys
         sharing a hash), they are the rows of the keys' hashes, a superset the reader
         filters by value. ``reader``: the view reading (``readers`` reports who shares an
-        arrangement)."""
-        arrangement = self._arrangement(table, at.columns)
+        arrangement); ``reads``: the columns it reads (None: all), which the rows have,
+        consolidated as that projection of the trace."""
+        wanted = list(dict.fromkeys([*at.columns, *reads])) if reads is not None else None
+        arrangement = self._arrangement(table, at.columns, wanted)
         self._readers.setdefault((table, at.columns), set()).add(reader)
         types = dict(self.columns(table))
         names = [f"__k{i}" for i in range(len(at.columns))]
@@ -140,8 +166,8 @@ class Arrangements:
         found = arrangement.lookup_batch(probes.column(PROBE_HASH).to_numpy(), live)
         exact = rows_at_keys(found, probes, at.columns, at.nulls)
         if exact is not None:
-            return exact, True
-        return with_weights(found.rows, found.weights), False
+            return _selected(exact, reads), True
+        return _selected(with_weights(found.rows, found.weights), reads), False
 
     def columns(self, table: str) -> list[tuple[str, str]]:
         """``table``'s columns (the weight excluded): (name, DuckDB type)."""
@@ -150,9 +176,19 @@ class Arrangements:
             self._columns[table] = [(r[0], r[1]) for r in rows if r[0] != WEIGHT]
         return self._columns[table]
 
-    def _arrangement(self, table: str, key: tuple[str, ...]) -> Arrangement:
-        """``table``'s arrangement by ``key``, built from the table at first use."""
+    def _arrangement(
+        self, table: str, key: tuple[str, ...], wanted: Sequence[str] | None = None
+    ) -> Arrangement:
+        """``table``'s arrangement by ``key``, holding at least the columns ``wanted``
+        (None: all), built from the table at first use, and built again, holding the
+        columns it held and those, when a reader wants columns it does not hold."""
         by_key = self._arranged.setdefault(table, {})
+        names = [n for n, _ in self.columns(table)]
+        held_now = by_key.get(key)
+        if held_now is not None and not set(wanted or names) <= set(held_now.schema.names):
+            wanted = [*held_now.schema.names, *(wanted or names)]
+            del by_key[key]
+            self._unmerged.pop((table, key), None)
         held = self._unmerged.pop((table, key), [])
         if key in by_key and held:  # the rows committed since its last read, merged now
             by_key[key].insert(
@@ -162,16 +198,18 @@ class Arrangements:
                 np.concatenate([r.weights for r in held]),
             )
         if key not in by_key:
-            names = [n for n, _ in self.columns(table)]
+            if wanted is not None:  # the table's columns the readers use, in its order
+                names = [n for n in names if n in set(wanted) | set(key)]
             cols = ", ".join(quote(n) for n in names)
             with self.exporting():
+                # Read as stored, sorted by DuckDB: consolidating sorted rows is one pass
+                # (a GROUP BY of every column costs about twice the sort).
                 rows = self._query(
                     f"SELECT {cols}, {hash_sql(key)} AS {key_hash(0)}, "
-                    f"{row_hash_sql(names)} AS {ROW_HASH}, SUM({W})::BIGINT AS {W} "
-                    f"FROM {table} GROUP BY ALL HAVING SUM({W}) <> 0 ORDER BY {key_hash(0)}"
+                    f"{row_hash_sql(names)} AS {ROW_HASH}, {W} "
+                    f"FROM {table} ORDER BY {key_hash(0)}, {ROW_HASH}"
                 )
-            # Grouped by value, so each row once: sorted by DuckDB, taken as it comes.
-            by_key[key] = Arrangement.of_consolidated(
+            by_key[key] = Arrangement.of_sorted(
                 rows.select(names),
                 rows.column(key_hash(0)).to_numpy(),
                 rows.column(ROW_HASH).to_numpy(),
@@ -211,6 +249,7 @@ class Arrangements:
         columns = self.columns(table)
         names = [n for n, _ in columns]
         keys = list(self._arranged[table])
+        held = [tuple(self._arranged[table][k].schema.names) for k in keys]
         aliases = ", ".join([*(quote(n) for n in names), W])
         # Typed as the table types them, so a row hashes as it will when read back.
         typed = ", ".join(
@@ -218,34 +257,35 @@ class Arrangements:
              f"CAST({W} AS BIGINT) AS {W}"]
         )
         hashes = [f"{hash_sql(k)} AS {key_hash(i)}" for i, k in enumerate(keys)]
+        hashes += [f"{row_hash_sql(c)} AS {row_hash(i)}" for i, c in enumerate(held)]
         assert self._exporting, "appends to arranged traces run inside exporting()"
         # One statement: the rows go into the table and come back, as stored, with their
         # hashes (DuckDB's RETURNING), for the arrangements once the epoch commits.
         try:
             returned = self.con.sql(
                 f"INSERT INTO {table} SELECT {typed} FROM ({rows}) AS __r({aliases}) "
-                f"RETURNING *, {', '.join(hashes)}, {row_hash_sql(names)} AS {ROW_HASH}"
+                f"RETURNING *, {', '.join(hashes)}"
             ).to_arrow_table()
         except duckdb.Error as error:
             raise ExecutionError(f"appending to state failed: {error}") from error
         if returned.num_rows:
-            self._pending.append(_Pending(table, keys, returned))
+            self._pending.append(_Pending(table, keys, returned, held))
         return returned.num_rows
 
     def committed(self) -> None:
         """The epoch committed: its appended rows go into the arrangements."""
         pending, self._pending = self._pending, []
         for item in pending:
-            names = [n for n, _ in self.columns(item.table)]
             by_key = self._arranged.get(item.table, {})
-            values = item.rows.select(names)
-            hashes = item.rows.column(ROW_HASH).to_numpy()
             weights = item.rows.column(WEIGHT).to_numpy()
-            for key in [k for k in by_key if k not in item.keys]:
-                del by_key[key]  # arranged after the rows were staged: built again
-            for i, key in enumerate(item.keys):
+            staged = dict(zip(item.keys, item.columns, strict=True))
+            for key in [k for k in by_key if staged.get(k) != tuple(by_key[k].schema.names)]:
+                del by_key[key]  # arranged (again) after the rows were staged: built again
+            for i, (key, names) in enumerate(zip(item.keys, item.columns, strict=True)):
                 if key in by_key:
                     keys = item.rows.column(key_hash(i)).to_numpy()
+                    hashes = item.rows.column(row_hash(i)).to_numpy()
+                    values = item.rows.select(list(names))
                     self._hold(item.table, key, _Unmerged(values, keys, hashes, weights))
 
     def _hold(self, table: str, key: tuple[str, ...], rows: _Unmerged) -> None:
@@ -296,7 +336,10 @@ class Arrangements:
                 entries = len(arrangement) + sum(len(r.keys) for r in held)
                 nbytes = arrangement.nbytes + sum(r.values.nbytes for r in held)
                 readers = tuple(sorted(self._readers.get((table, key), ())))
-                sizes.append(ArrangementSize(table, key, entries, nbytes, readers))
+                sizes.append(ArrangementSize(
+                    table, key, entries, nbytes, readers,
+                    tuple(arrangement.schema.names), len(self.columns(table)),
+                ))
         return sizes
 
     def _query(self, sql: str) -> pa.Table:
@@ -304,56 +347,6 @@ class Arrangements:
             return self.con.sql(sql).to_arrow_table()
         except duckdb.Error as error:
             raise ExecutionError(f"reading state failed: {error}") from error
-
-
-def rows_at_keys(
-    found: Batch, probes: pa.Table, columns: Sequence[str], nulls: bool
-) -> pa.Table | None:
-    """Of ``found`` (rows looked up by the hashes of ``probes``' keys, with their key
-    hashes), the rows whose key equals a probe's, with their weights; None when Arrow
-    cannot decide equality as DuckDB does (a type outside ``EXACT_TYPES``) or two probes
-    share a hash. Each row is compared with the one probe of its hash, column by column:
-    ``nulls``: NULL equals NULL (a group key), else a NULL key matches nothing."""
-    if not all(_exactly_comparable(probes.schema.field(c).type) for c in columns):
-        return None
-    probe_hashes = probes.column(PROBE_HASH).to_numpy()
-    order = np.argsort(probe_hashes, kind="stable")
-    ordered = probe_hashes[order]
-    if len(ordered) > 1 and bool(np.any(ordered[1:] == ordered[:-1])):
-        return None
-    if len(found) == 0:
-        return with_weights(found.rows, found.weights)
-    probe_of_row = order[np.searchsorted(ordered, found.keys)]
-    keep = None
-    for column in columns:
-        mine = found.rows.column(column)
-        theirs = probes.column(column).take(probe_of_row)
-        same = pc.fill_null(pc.equal(mine, theirs), False)
-        if pa.types.is_floating(mine.type):  # DuckDB: NaN equals NaN
-            same = pc.or_(same, pc.and_(pc.is_nan(mine), pc.is_nan(theirs)))
-            same = pc.fill_null(same, False)
-        if nulls:
-            same = pc.or_(same, pc.and_(pc.is_null(mine), pc.is_null(theirs)))
-        keep = same if keep is None else pc.and_(keep, same)
-    assert keep is not None
-    kept = np.flatnonzero(keep.to_numpy(zero_copy_only=False))
-    if len(kept) == len(found):
-        return with_weights(found.rows, found.weights)
-    return with_weights(found.rows.take(kept), found.weights[kept])
-
-
-def _exactly_comparable(type_: pa.DataType) -> bool:
-    """Whether Arrow's equality of two values of ``type_`` is DuckDB's (integers,
-    decimals, strings, bytes, booleans, dates, times, timestamps; floats with NaN
-    handled by the caller). Not: intervals (DuckDB equates 30 days and 1 month), lists,
-    structs, maps, unions, extension types (HUGEINT, UUID…), dictionaries (ENUM)."""
-    t = pa.types
-    return bool(
-        t.is_integer(type_) or t.is_decimal(type_) or t.is_string(type_)
-        or t.is_large_string(type_) or t.is_binary(type_) or t.is_large_binary(type_)
-        or t.is_boolean(type_) or t.is_date(type_) or t.is_time(type_)
-        or t.is_timestamp(type_) or t.is_floating(type_)
-    ) and not isinstance(type_, pa.ExtensionType)
 
 
 def _written(con: duckdb.DuckDBPyConnection, sql: str) -> int:

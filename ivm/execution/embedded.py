@@ -94,8 +94,13 @@ class EpochRunner:
         memory: OperatorMemory | None = None,
         arrangements: Arrangements | None = None,
         registered: list[str] | None = None,
+        warming: bool = False,
     ) -> None:
         self.con = con
+        self.warming = warming
+        """A dry epoch over empty changes that only builds the arrangements the circuits
+        read (``views.warmup``): a change with no rows still flows to the operators above
+        it, so that each reads its state at (no) keys."""
         self.arrangements = None if backfill else arrangements
         self.slices: list[str] = [] if registered is None else registered
         """Names of the Arrow tables registered with DuckDB for this epoch's reads: the
@@ -127,7 +132,8 @@ class EpochRunner:
         if key not in self._change:
             change = op.change(self)
             # A change materialized with no rows is no change: operators above skip it.
-            self._change[key] = None if change in self.empty else change
+            skipped = change in self.empty and not self.warming
+            self._change[key] = None if skipped else change
             if self.profile is not None and self._change[key] is not None:
                 self.profile.changed.add(key)
         return self._change[key]
@@ -158,7 +164,7 @@ class EpochRunner:
         if at is None or self.arrangements is None:
             return read_sql(f"SELECT * FROM {table}", names, at, live)
         start = time.perf_counter()
-        rows, exact = self.arrangements.lookup(table, at, live, self._view)
+        rows, exact = self.arrangements.lookup(table, at, live, self._view, names)
         types = dict(self.arrangements.columns(table))
         if self.profile is not None:
             self.profile.lookups += time.perf_counter() - start

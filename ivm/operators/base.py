@@ -68,6 +68,9 @@ class At:
     columns: tuple[str, ...]
     keys: str
     nulls: bool = True
+    needed: tuple[str, ...] | None = None
+    """The columns of the rows read that the reader uses (None: all): a read of a table
+    may leave the others out (an arrangement of those columns only)."""
 
 
 @runtime_checkable
@@ -273,10 +276,16 @@ class Operator:
         origins = [self.column_origin(c) for c in at.columns]
         if any(o is None for o in origins):
             return None
+        needed = self.columns_read(at.needed)
         inner = self.inputs[0].integral_at(
-            run, At(tuple(origins), at.keys, at.nulls)  # type: ignore[arg-type]
+            run, At(tuple(origins), at.keys, at.nulls, needed)  # type: ignore[arg-type]
         )
         return None if inner is None else self.linear_sql([inner])
+
+    def columns_read(self, needed: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        """The input columns a linear operator's SQL reads to give its output columns
+        ``needed`` (None: all of them), or None when it may read every input column."""
+        return None
 
     def global_input_change(self, run: Run) -> str | None:
         """The first input's change, for an operator with output over no rows (a global

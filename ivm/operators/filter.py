@@ -46,3 +46,13 @@ class FilterOperator(Operator):
 
     def column_origin(self, column: str) -> str | None:
         return column
+
+    def columns_read(self, needed: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        """The columns needed above and those its predicate names (it passes rows whole)."""
+        node = self.node
+        assert isinstance(node, Filter)
+        source = node.input.schema.names
+        named = {c.name for c in node.predicate.find_all(exp.Column)}
+        if needed is None or not named <= set(source):
+            return None
+        return tuple(n for n in source if n in named or n in needed)

@@ -45,6 +45,16 @@ class ProjectOperator(Operator):
         assert isinstance(self.node, Project)
         return None if inputs[0] is None else project_sql(inputs[0], self.node.exprs, True)
 
+    def columns_read(self, needed: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        """Every input column its expressions name (it computes all of its outputs)."""
+        node = self.node
+        assert isinstance(node, Project)
+        source = node.input.schema.names
+        named = {c.name for _, e in node.exprs for c in e.find_all(exp.Column)}
+        if not named <= set(source) or any(e.find(exp.Star) for _, e in node.exprs):
+            return None
+        return tuple(n for n in source if n in named)
+
     def column_origin(self, column: str) -> str | None:
         """The input column ``column`` is, unchanged (or cast to the type it already has)."""
         node = self.node

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from ivm.operators.base import At, Operator, Run
 from ivm.plan.node import Plan
 from ivm.plan.sql import column_list
-from ivm.schema import quote
+from ivm.schema import Schema, quote
 
 
 @dataclass(frozen=True, eq=False)
@@ -55,7 +55,13 @@ class Source(Operator):
         return run.source_integral(self.name, self.schema)
 
     def integral_at(self, run: Run, at: At) -> str | None:
-        return run.source_integral(self.name, self.schema, at)
+        """The relation's rows at ``at``'s keys; only the columns the reader uses when it
+        says which (an operator above names them: ``At.needed``)."""
+        schema = self.schema
+        if at.needed is not None:
+            kept = set(at.needed) | set(at.columns)
+            schema = Schema(tuple(c for c in schema.columns if c.name in kept))
+        return run.source_integral(self.name, schema, at)
 
     def label(self) -> str:
         return f"Source {self.name} (integral: the relation's trace)"

@@ -22,6 +22,7 @@ from ivm.sql_frontend.planner.grouped_subqueries import (
 )
 from ivm.sql_frontend.planner.grouping import plan_aggregation, sql_text
 from ivm.sql_frontend.planner.grouping_sets import grouping_sets
+from ivm.sql_frontend.planner.join_filters import filtered
 from ivm.sql_frontend.planner.naming import ref, rename_columns, unique_names
 from ivm.sql_frontend.planner.subqueries import has_subquery, plan_where, with_values
 from ivm.sql_frontend.planner.top_k import limited, ordering_of
@@ -40,8 +41,7 @@ def plan_select(ctx: Context, node: exp.Select, scope: Scope) -> Plan:
     if where is not None and has_subquery(where.this):
         plan = plan_where(ctx, plan, where.this, scope)
     elif where is not None:
-        predicate = rename_columns(where.this)
-        plan = ctx.typed(Filter(schema=plan.schema, input=plan, predicate=predicate))
+        plan = filtered(ctx, plan, rename_columns(where.this))
     raw = [(e.alias_or_name, e.unalias()) for e in node.expressions]
     hide = node.args.get("distinct") is None or distinct_on(node) is not None
     ordering = ordering_of(ctx, node, raw, can_hide=hide, columns=plan.schema.names)

@@ -35,6 +35,7 @@ from ivm.sql_frontend.planner.context import Context, Scope
 from ivm.sql_frontend.planner.decorrelate import Inner, Resolve, decorrelate, one_value
 from ivm.sql_frontend.planner.decorrelate import plan_resolver as plan_resolver
 from ivm.sql_frontend.planner.grouping import plan_aggregation
+from ivm.sql_frontend.planner.join_filters import filtered
 from ivm.sql_frontend.planner.naming import ref, rename_columns
 from ivm.sql_frontend.planner.semi_joins import anti_join, semi_join
 from ivm.sql_frontend.planner.semi_joins import join as join_plans
@@ -80,8 +81,7 @@ def plan_where(ctx: Context, plan: Plan, predicate: exp.Expression, scope: Scope
         else:
             (valued if has_subquery(term) else plain).append(term)
     if plain:
-        predicate = rename_columns(exp.and_(*plain))
-        plan = ctx.typed(Filter(schema=plan.schema, input=plan, predicate=predicate))
+        plan = filtered(ctx, plan, rename_columns(exp.and_(*plain)))
     for core, negated in joins:
         plan = _semi(ctx, plan, core, negated, scope)
     if valued:

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from ivm.sql_frontend.exists_select import needless_list
+
 
 def used_names(parsed: exp.Expression, qualified: exp.Expression) -> frozenset[str] | None:
     """The (lower-case) names ``parsed`` / ``qualified`` mention; None when the query may
@@ -29,16 +31,26 @@ def used_names(parsed: exp.Expression, qualified: exp.Expression) -> frozenset[s
     tables = {t.alias_or_name.lower() for tree in trees for t in tree.find_all(exp.Table)}
     tables |= {t.name.lower() for tree in trees for t in tree.find_all(exp.Table)}
     names = {i.name.lower() for tree in trees for i in tree.find_all(exp.Identifier)}
-    columns = {c.name.lower() for tree in trees for c in tree.find_all(exp.Column)}
-    if columns & tables:  # a table's whole row as a struct, maybe
+    # Qualified, a column has its table: one without, named as a table and not as an
+    # output of its SELECT (ORDER BY nation), may be the table's whole row as a struct.
+    if any(c.name.lower() in tables and not _an_output(c)
+           for c in qualified.find_all(exp.Column) if not c.table):
         return None
     return frozenset(names)
+
+
+def _an_output(column: exp.Column) -> bool:
+    """``column`` names an output of the SELECT it is in (an ORDER BY alias)."""
+    select = column.find_ancestor(exp.Select)
+    return select is not None and column.name.lower() in {
+        e.alias_or_name.lower() for e in select.expressions
+    }
 
 
 def _reads_unnamed(tree: exp.Expression) -> bool:
     """``tree`` reads columns without naming them, or orders ties by all of them."""
     for star in tree.find_all(exp.Star):
-        if not isinstance(star.parent, exp.Count):
+        if not isinstance(star.parent, exp.Count) and not _tested_by_exists(star):
             return True
     if any(True for _ in tree.find_all(exp.Columns, exp.Pivot, exp.Window, exp.Qualify,
                                         exp.Version)):
@@ -52,3 +64,15 @@ def _reads_unnamed(tree: exp.Expression) -> bool:
         if {method, kind} & {"ASOF", "NATURAL", "POSITIONAL"}:
             return True
     return False
+
+
+def _tested_by_exists(star: exp.Star) -> bool:
+    """``star`` is the SELECT list of an EXISTS subquery whose list cannot matter (the
+    ``exists_select_one`` rule makes it ``1``)."""
+    select = star.parent
+    if not isinstance(select, exp.Select) or star not in select.expressions:
+        return False
+    parent = select.parent
+    while isinstance(parent, exp.Subquery):
+        parent = parent.parent
+    return isinstance(parent, exp.Exists) and needless_list(select)

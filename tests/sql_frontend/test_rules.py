@@ -9,13 +9,15 @@ from sqlglot.optimizer.qualify import qualify
 from sqlglot.schema import MappingSchema
 
 from ivm.sql_frontend import rules
+from ivm.sql_frontend.exists_select import exists_select_one
 from ivm.sql_frontend.rules import RULES, apply_rules
 from ivm.sql_frontend.subquery_outputs import name_subquery_outputs
 
 
 def test_qualify_is_the_first_rule_that_resolves_names():
-    # only the naming of unnamed subquery items (which qualify expects) comes first
-    assert RULES[:2] == (name_subquery_outputs, qualify)
+    # only the naming of unnamed subquery items (which qualify expects) and the EXISTS
+    # lists that cannot matter (so that qualify expands no * there) come first
+    assert RULES[:3] == (name_subquery_outputs, exists_select_one, qualify)
 
 
 def test_each_rule_gets_only_the_arguments_it_names():

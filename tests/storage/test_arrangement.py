@@ -131,3 +131,22 @@ def test_an_arrangement_of_consolidated_rows_reads_as_one_built_by_inserts(
     hashes = np.array([key_hash(k) for k in wanted], np.uint64)
     assert as_counter(built.lookup(hashes)) == as_counter(inserted.lookup(hashes))
     assert all(np.all(np.diff(b.keys.astype(np.float64)) >= 0) for b in built.batches)
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows=rows_strategy, wanted=st.lists(st.integers(0, 20), max_size=6))
+def test_an_arrangement_of_sorted_unconsolidated_rows_reads_as_one_built_by_inserts(
+    rows: list[tuple[Row, int]], wanted: list[int]
+) -> None:
+    """A trace read as stored (equal rows repeated, weights cancelling) and sorted by
+    (key hash, row hash) is consolidated in one pass; unsorted, it is sorted first."""
+    table, keys, hashes, weights = batch(rows)
+    order = np.lexsort((hashes, keys))
+    built = Arrangement.of_sorted(table.take(order), keys[order], hashes[order], weights[order])
+    unsorted = Arrangement.of_sorted(table, keys, hashes, weights)
+    inserted = Arrangement.of(table, keys, hashes, weights)
+    for other in (built, unsorted):
+        assert as_counter(other.contents()) == as_counter(inserted.contents())
+        assert all(np.all(b.weights != 0) for b in other.batches)
+        probes = np.array([key_hash(k) for k in wanted], np.uint64)
+        assert as_counter(other.lookup(probes)) == as_counter(inserted.lookup(probes))

@@ -4,14 +4,13 @@ their traces after commits only, forgotten when in doubt, and exact whatever a h
 from __future__ import annotations
 
 import numpy as np
-import pyarrow as pa
 import pytest
 from oracle.harness import Epoch, Harness
 
 import ivm
-from ivm.execution.arrangements import PROBE_HASH, Arrangements, rows_at_keys
+from ivm.execution.arrangements import Arrangements
 from ivm.operators.base import At
-from ivm.storage.arrangement import Arrangement, Batch
+from ivm.storage.arrangement import Arrangement
 
 TABLES = [
     "CREATE TABLE customers (id BIGINT PRIMARY KEY, region VARCHAR)",
@@ -147,41 +146,6 @@ def test_lossless_rows_round_trip() -> None:
     ]
 
 
-def _found(rows: dict[str, list], key_hashes: list[int]) -> Batch:
-    """A lookup's result: ``rows`` with the key hashes they were found by."""
-    n = len(key_hashes)
-    return Batch(pa.table(rows), np.array(key_hashes, np.uint64),
-                 np.arange(n, dtype=np.uint64), np.ones(n, np.int64))
-
-
-def _probes(keys: dict[str, list], hashes: list[int]) -> pa.Table:
-    return pa.table({**keys, PROBE_HASH: pa.array(hashes, pa.uint64())})
-
-
-def test_rows_at_keys_drop_another_keys_rows_sharing_its_hash() -> None:
-    # Keys 1 and 2 collide on hash 7: a read at key 1 keeps key 1's rows only.
-    found = _found({"k": [1, 2, 1], "v": ["a", "b", "c"]}, [7, 7, 7])
-    rows = rows_at_keys(found, _probes({"k": [1]}, [7]), ["k"], nulls=True)
-    assert rows is not None and rows.column("v").to_pylist() == ["a", "c"]
-
-
-def test_rows_at_keys_follow_duckdb_equality() -> None:
-    nan, found = float("nan"), _found({"k": [None, float("nan"), -0.0]}, [1, 2, 3])
-    probes = _probes({"k": [None, nan, 0.0]}, [1, 2, 3])
-    grouped = rows_at_keys(found, probes, ["k"], nulls=True)  # NULL matches NULL
-    joined = rows_at_keys(found, probes, ["k"], nulls=False)  # a NULL key matches nothing
-    assert grouped is not None and grouped.num_rows == 3
-    assert joined is not None and joined.num_rows == 2
-
-
-def test_rows_at_keys_leave_what_arrow_cannot_compare_to_sql() -> None:
-    lists = _found({"k": [[1], [2]]}, [5, 5])
-    assert rows_at_keys(lists, _probes({"k": [[1]]}, [5]), ["k"], nulls=True) is None
-    # Two probes sharing a hash: which one a row belongs to is not a lookup away.
-    ints = _found({"k": [1, 2]}, [5, 5])
-    assert rows_at_keys(ints, _probes({"k": [1, 2]}, [5, 5]), ["k"], nulls=True) is None
-
-
 def test_an_unread_arrangement_is_dropped_not_merged_forever(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -202,5 +166,57 @@ def test_an_unread_arrangement_is_dropped_not_merged_forever(
         for epoch in rest:  # read again: built from the table, exact
             harness.apply(epoch)
         assert orders_by_customer in {(s.table, s.key) for s in harness.db._arrangements.sizes()}
+    finally:
+        harness.close()
+
+
+WIDE_TABLES = [
+    "CREATE TABLE customers (cid BIGINT PRIMARY KEY, region VARCHAR)",
+    "CREATE TABLE orders (id BIGINT PRIMARY KEY, customer BIGINT, amount BIGINT, "
+    "note VARCHAR, urgent BOOLEAN)",
+]
+
+
+def wide_epochs() -> list[Epoch]:
+    """Orders equal but for their id and note (equal as the arrangement holds them), then
+    customer changes, which read orders by customer."""
+    orders = [("insert", (i, i % 3, 10 * (i % 2), f"n{i}", i % 4 == 0)) for i in range(12)]
+    return [
+        Epoch.of({"orders": orders}),
+        Epoch.of({"customers": [("insert", (c, f"r{c % 2}")) for c in range(4)]}),
+        Epoch.of({"orders": [("delete", orders[0][1]), ("delete", orders[6][1])],
+                  "customers": [("update", (1, "r1"), (1, "r9"))]}),
+        Epoch.of({"customers": [("delete", (2, "r0")), ("insert", (7, None))],
+                  "orders": [("insert", (40, 7, 5, None, True))]}),
+        Epoch.of({"customers": [("update", (7, None), (7, "r7"))]}),
+    ]
+
+
+def test_an_arrangement_holds_the_columns_its_readers_use_and_widens_for_more() -> None:
+    harness = Harness(WIDE_TABLES)
+    try:
+        harness.create_views({"totals": "SELECT c.region, SUM(o.amount) AS total, COUNT(*) "
+                              "AS n FROM customers c JOIN orders o ON o.customer = c.cid "
+                              "GROUP BY c.region"})
+        first, second, third, fourth, fifth = wide_epochs()
+        for epoch in (first, second, third, fourth):
+            harness.apply(epoch)  # the fourth merges the third's deletes into it
+        held = {(s.table, s.key): s for s in harness.db._arrangements.sizes()}
+        orders = held[('"__ivm_rel_orders"', ("customer",))]
+        # orders equal but for id and note are one row as it holds them: 6 pairs of
+        # (customer, amount) twice each, of which the deletes took one out
+        assert orders.columns == ("customer", "amount") and orders.of_columns == 5
+        arranged = harness.db._arrangements._arranged['"__ivm_rel_orders"'][("customer",)]
+        contents = arranged.contents().to_pylist()
+        assert len(contents) == 5 and {r["__w"] for r in contents} == {2}
+        text = harness.db.explain("totals", analyze=True)
+        assert "the rows of 'orders' by (customer), 2 of its 5 columns" in text
+        harness.create_views({"urgent_notes": "SELECT c.cid, c.region, o.note FROM customers "
+                              "c JOIN orders o ON o.customer = c.cid WHERE o.urgent"})
+        harness.apply(fifth)  # the arrangement widened for the second view; both exact
+        held = {(s.table, s.key): s for s in harness.db._arrangements.sizes()}
+        widened = held[('"__ivm_rel_orders"', ("customer",))]
+        assert set(widened.columns) == {"customer", "amount", "note", "urgent"}
+        assert set(widened.readers) == {"totals", "urgent_notes"}
     finally:
         harness.close()
