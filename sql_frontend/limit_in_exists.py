@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from ivm.sql_frontend.exists_select import exists_query
 from ivm.sql_frontend.planner.aggregate_calls import has_aggregate
 
 
@@ -24,10 +25,8 @@ def limit_in_exists(expression: exp.Expression) -> exp.Expression:
     """``expression`` with every needless ORDER BY … LIMIT inside EXISTS or over an
     aggregate without GROUP BY removed."""
     for exists in list(expression.find_all(exp.Exists)):
-        query = exists.this
-        while isinstance(query, exp.Subquery):
-            query = query.this
-        if isinstance(query, exp.Select) and _keeps_first_rows(query):
+        query = exists_query(exists)
+        if query is not None and _keeps_first_rows(query):
             query.set("limit", None)
             query.set("order", None)
     for select in list(expression.find_all(exp.Select)):

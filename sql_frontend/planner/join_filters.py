@@ -26,11 +26,7 @@ from ivm.operators.filter import Filter
 from ivm.operators.join import Join, conjuncts
 from ivm.plan.node import Plan
 from ivm.sql_frontend.planner.context import Context
-
-KEPT_ABOVE: tuple[type[exp.Expression], ...] = (
-    exp.Subquery, exp.Query, exp.Exists, exp.Window, exp.Rand, exp.Anonymous,
-)
-"""What keeps a conjunct above the join, as written."""
+from ivm.sql_frontend.planner.where_pushdown import KEPT
 
 
 def filtered(ctx: Context, plan: Plan, predicate: exp.Expression) -> Plan:
@@ -44,7 +40,7 @@ def filtered(ctx: Context, plan: Plan, predicate: exp.Expression) -> Plan:
     above: list[exp.Expression] = []
     for conjunct in conjuncts(predicate):
         names = {c.name for c in conjunct.find_all(exp.Column)}
-        if not names or not names <= owner.keys() or conjunct.find(*KEPT_ABOVE) is not None:
+        if not names or not names <= owner.keys() or conjunct.find(*KEPT) is not None:
             above.append(conjunct)
         elif len(inputs := {owner[n] for n in names}) == 1:
             own.setdefault(inputs.pop(), []).append(conjunct)
@@ -55,9 +51,8 @@ def filtered(ctx: Context, plan: Plan, predicate: exp.Expression) -> Plan:
         if i in own else r
         for i, r in enumerate(plan.relations)
     )
-    condition = exp.and_(*[c for c in (plan.condition, *joining) if c is not None]) if (
-        plan.condition is not None or joining
-    ) else None
+    terms = [c for c in (plan.condition, *joining) if c is not None]
+    condition = exp.and_(*terms) if terms else None
     join = ctx.typed(Join(schema=plan.schema, relations=relations, condition=condition))
     if not above:
         return join
