@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from ivm.functions.aggregates import Invertible
 from ivm.operators.aggregate import Aggregate, AggregateCall
 from ivm.operators.base import At, Describe, Operator, Run, TraceSpec
+from ivm.operators.join import fused_join
 from ivm.plan.sql import W, column_list, empty_relation, null_safe_match
 from ivm.schema import Column, Schema, quote
 
@@ -88,6 +89,9 @@ class InvertibleAggregate(Operator):
         if delta is None:
             return None
         keys = self.aggregate.keys
+        if keys and fused_join(self.inputs[0]):
+            # A join's change is read twice (its groups, then the step): run it once.
+            delta = run.materialize(self, "input", delta)
         touched = f"SELECT DISTINCT {column_list(keys)} FROM ({delta}) AS __d"
         old = run.read(self, VERSIONS, At(keys, touched) if keys else None, live=True)
         versions = run.materialize(self, "versions", self.step_sql(delta, old))
