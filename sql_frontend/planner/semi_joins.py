@@ -97,10 +97,9 @@ def semi_join(ctx: Context, left: Plan, right: Plan, condition: exp.Expression |
     ``condition``, with its own weight; the plan has ``left``'s schema."""
     split = split_condition(condition, left.schema, right.schema)
     if split.mixed:
-        matched = matched_rows(ctx, left, right, condition)
+        matched, names = matched_rows(ctx, left, right, condition)
         terms = [
-            exp.NullSafeEQ(this=ref(name), expression=ref(PREFIX + name))
-            for name in left.schema.names
+            exp.NullSafeEQ(this=ref(name), expression=ref(PREFIX + name)) for name in names
         ]
     else:
         matched = _matched_keys(ctx, right, split)
@@ -122,13 +121,19 @@ def anti_join(ctx: Context, left: Plan, right: Plan, condition: exp.Expression |
 def matched_rows(
     ctx: Context, left: Plan, right: Plan, condition: exp.Expression | None,
     prefix: str = PREFIX,
-) -> Plan:
-    """Distinct(π_L(L ⋈_θ R)): each distinct row of ``left`` that some row of ``right``
-    matches under ``condition`` once, its columns renamed ``prefix + name``."""
-    joined = join(ctx, left, right, condition)
-    exprs = tuple((prefix + name, ref(name)) for name in left.schema.names)
-    rows = ctx.typed(Project(schema=left.schema, input=joined, exprs=exprs))
-    return ctx.typed(Distinct(schema=rows.schema, input=rows))
+) -> tuple[Plan, list[str]]:
+    """Distinct(π_C(π_C L ⋈_θ R)), where C are the columns of ``left`` that ``condition``
+    reads: each distinct value of C that some row of ``right`` matches, once, its columns
+    renamed ``prefix + name``; and C. Whether a row of ``left`` matches depends on its C
+    only, so joining ``left`` back to it null-safely on C keeps exactly the matched rows,
+    each with its own weight; the Distinct keeps C, not whole rows (TPC-H Q21's EXISTS
+    reads 2 of the outer row's 11 columns)."""
+    read = _columns(condition) if condition is not None else set()
+    names = [n for n in left.schema.names if n in read] or list(left.schema.names)
+    joined = join(ctx, project(ctx, left, names), right, condition)
+    exprs = tuple((prefix + name, ref(name)) for name in names)
+    rows = ctx.typed(Project(schema=joined.schema, input=joined, exprs=exprs))
+    return ctx.typed(Distinct(schema=rows.schema, input=rows)), names
 
 
 def join(ctx: Context, left: Plan, right: Plan, condition: exp.Expression | None) -> Plan:

@@ -55,13 +55,14 @@ def condition(pairs: Pairs, theta: exp.Expression | None) -> exp.Expression | No
 def theta_matches(
     ctx: Context, outer: Plan, inner: Plan, on: exp.Expression, prefix: str, flag: str
 ) -> tuple[Plan, Pairs]:
-    """One row per distinct ``outer`` row with a match in ``inner`` under ``on``: its
-    columns renamed ``prefix + name`` and ``flag`` TRUE, with the null-safe pairs that
-    join it back to ``outer`` (for ``left_join_unique``)."""
-    matched = matched_rows(ctx, outer, inner, on, prefix)
+    """One row per distinct value of the ``outer`` columns ``on`` reads that a row of
+    ``inner`` matches under ``on``: those columns renamed ``prefix + name`` and ``flag``
+    TRUE, with the null-safe pairs that join it back to ``outer`` (for
+    ``left_join_unique``)."""
+    matched, names = matched_rows(ctx, outer, inner, on, prefix)
     exprs = tuple((n, ref(n)) for n in matched.schema.names) + ((flag, exp.true()),)
     flagged = ctx.typed(Project(schema=matched.schema, input=matched, exprs=exprs))
-    return flagged, [(ref(n), f"{prefix}{n}") for n in outer.schema.names]
+    return flagged, [(ref(n), f"{prefix}{n}") for n in names]
 
 
 def _outer_keys(ctx: Context, outer: Plan, pairs: Pairs) -> tuple[Plan, Pairs]:
