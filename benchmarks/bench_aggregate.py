@@ -37,6 +37,7 @@ values within a relative tolerance of 1e-9).
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import time
 from dataclasses import dataclass
@@ -286,6 +287,15 @@ def run(console: Console, name: str, args: argparse.Namespace) -> None:
         f"{name}: orders trace holds {trace:,} rows for {live:,} live rows "
         f"({trace / live:.2f}x; compaction keeps it under 1.5x)"
     )
+    stats = db.stats()
+    for view in spec.views:
+        held = stats[view].memory_bytes
+        console.print(
+            f"{name}: {view} reads arrangements of {held / 2**20:,.0f} MB "
+            f"({held / live:.0f} bytes per live order)"
+        )
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+    console.print(f"{name}: peak resident memory of this process so far {peak:.1f} GB")
     db.close()
     plain.close()
 
