@@ -173,7 +173,11 @@ class DeltaJoin(Operator):
         shared: list[str | None] = list(deltas)
         for i, delta in enumerate(deltas):
             if delta is not None and self._joined_inputs[i]:
-                shared[i] = run.materialize(self, f"delta{i}", delta)
+                # Consolidated: a join's change over inputs that all changed holds rows
+                # that cancel, and the next level up multiplies them (select5: 22,401
+                # rows of one that sum to one row, joined with 8,764 that sum to ten).
+                names = self.inputs[i].schema.names
+                shared[i] = run.materialize(self, f"delta{i}", consolidate_sql(delta, names))
         return shared
 
     @cached_property
@@ -210,6 +214,49 @@ class DeltaJoin(Operator):
     def integral(self, run: Run) -> str:
         olds = self._integrals(run)
         return join_sql(olds, [i.schema for i in self.inputs], self.join.condition, True)
+
+    def integral_at(self, run: Run, at: At) -> str | None:
+        """The join's integral at ``at``'s keys, when one input holds all of ``at``'s
+        columns and can be read at them: that input at the keys, then each input linked
+        to one already read, at the keys of what was read (a lookup chain along the
+        condition's equalities; an input no equality reaches is read whole). A join
+        above this one (a wide join's tree, ``ivm.passes.wide_joins``) then reads this
+        side at its change's keys instead of joining every input's whole integral: a
+        select5 epoch spent 8.6 s on one such join of 30 ten-row tables."""
+        owner = next((k for k, i in enumerate(self.inputs)
+                      if set(at.columns) <= set(i.schema.names)), None)
+        if owner is None:
+            return None
+        first = self.inputs[owner].integral_at(run, At(at.columns, at.keys, at.nulls))
+        if first is None:
+            return None
+        read = {owner: self._once(run, owner, first)}
+        while len(read) < len(self.inputs):
+            hop = next(((j, v) for j in range(len(self.inputs)) if j not in read
+                        for v in sorted(self._links[j] & set(read))), None)
+            if hop is None:
+                break
+            j, v = hop
+            rows = self._old_at_keys(run, j, v, read[v])
+            read[j] = self._once(run, j, rows) if rows is not None else self._whole(run, j)
+        olds = [read[k] if k in read else self._whole(run, k) for k in range(len(self.inputs))]
+        return join_sql(olds, [i.schema for i in self.inputs], self.join.condition, True)
+
+    def _whole(self, run: Run, k: int) -> str:
+        """Input ``k``'s whole integral (a join's consolidated: see ``_integrals``)."""
+        integral = run.integral(self.inputs[k])
+        if isinstance(self.inputs[k], DeltaJoin):
+            return consolidate_sql(integral, self.inputs[k].schema.names)
+        return integral
+
+    def _once(self, run: Run, k: int, rows: str) -> str:
+        """Rows of input ``k`` read at keys; a join's consolidated and run once into a
+        table, since the next inputs are read at their keys (its text would otherwise be
+        repeated at every hop)."""
+        if not fused_join(self.inputs[k]):
+            return rows
+        names = self.inputs[k].schema.names
+        return run.materialize(self, f"at{k}", consolidate_sql(rows, names))
 
     def _integrals(self, run: Run) -> list[str]:
         """The inputs' integrals, a join's consolidated. A trace holds a deleted row as
