@@ -67,25 +67,33 @@ def test_the_join_is_a_balanced_tree() -> None:
 
 
 
+def chain_row(k: int, i: int, w: int = 1) -> dict:
+    """Row ``i`` of ``tk`` (key ``i``, joined to row ``i`` of the next table), weight ``w``."""
+    return {f"a{k}": i, f"b{k}": i, f"x{k}": str(i), "__w": w}
+
+
+def joined_chain(db: ivm.Session, n: int) -> None:
+    """An n-way chain of 10-row tables whose rows ``i`` all join, as view ``v``."""
+    db.execute(";".join(chain_tables(n)))
+    db.ingest({f"t{k}": [chain_row(k, i) for i in range(10)] for k in range(1, n + 1)})
+    db.execute(f"CREATE VIEW v AS {chain(n)}")
+
+
 def test_retracted_rows_do_not_multiply_up_the_tree() -> None:
     """A trace holds a row deleted and inserted again as +1, -1, +1 until compaction; a
     join of such traces holds 3ⁿ rows for one across n of them, and each level of the
     tree read its inputs' joins so (select5, a 57-table join after deletes: 1.4M rows
     for one, an epoch estimated at hours). Each level consolidates: the rows its
     statements write stay as many as the live ones (729 + 9 written before)."""
-    def row(k: int, i: int, w: int = 1) -> dict:
-        return {f"a{k}": i, f"b{k}": i, f"x{k}": str(i), "__w": w}
-
     with ivm.connect() as db:
-        db.execute(";".join(chain_tables(16)))
-        db.ingest({f"t{k}": [row(k, i) for i in range(10)] for k in range(1, 17)})
-        db.execute(f"CREATE VIEW v AS {chain(16)}")
+        joined_chain(db, 16)
         for w in (-1, 1):  # key 5 deleted and inserted again in t3 … t8
-            db.ingest({f"t{k}": [row(k, 5, w)] for k in range(3, 9)})
+            db.ingest({f"t{k}": [chain_row(k, 5, w)] for k in range(3, 9)})
         db.ingest({"t1": [{"a1": 99, "b1": 5, "x1": "new"}]})  # joins key 5 throughout
         written = [s.rows for s in db.last_profile.operators.values()]
         assert db.sql("SELECT count(*) AS n FROM v WHERE x1 = 'new'")["n"][0].as_py() == 1
     assert sum(written) <= 2 * len(written), written
+
 
 def test_a_levels_change_is_consolidated_before_the_level_above_reads_it() -> None:
     """An epoch deleting joined rows from every input: each term of a level reads the
@@ -94,14 +102,9 @@ def test_a_levels_change_is_consolidated_before_the_level_above_reads_it() -> No
     level up (select5: 22,401 rows summing to one row, joined with 8,764 summing to ten,
     an epoch of 10 s). Each level's change is consolidated when it is stored, so every
     statement writes a handful of rows (6 at most; 510 unconsolidated)."""
-    def row(k: int, i: int, w: int = 1) -> dict:
-        return {f"a{k}": i, f"b{k}": i, f"x{k}": str(i), "__w": w}
-
     with ivm.connect() as db:
-        db.execute(";".join(chain_tables(16)))
-        db.ingest({f"t{k}": [row(k, i) for i in range(10)] for k in range(1, 17)})
-        db.execute(f"CREATE VIEW v AS {chain(16)}")
-        db.ingest({f"t{k}": [row(k, 5, -1)] for k in range(1, 17)})
+        joined_chain(db, 16)
+        db.ingest({f"t{k}": [chain_row(k, 5, -1)] for k in range(1, 17)})
         written = [s.rows for s in db.last_profile.operators.values()]
         assert db.sql("SELECT count(*) AS n FROM v")["n"][0].as_py() == 9
     assert max(written) <= 10, written
