@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
-from oracle.harness import Harness, run_workload
+from oracle.harness import run_workload
 from oracle.settings import RANDOM_CDC
 from oracle.spark import SPARK_PARTITIONS
 
@@ -67,14 +67,8 @@ def test_exists_star_keeps_only_the_columns_named() -> None:
 @given(data=st.data())
 def test_where_over_inner_joins_on_spark(data: st.DataObject, spark: Any,
                                          tmp_path_factory: pytest.TempPathFactory) -> None:
-    assume(data.draw(st.integers(0, 3), label="a random workload") > 0)
     directory = tmp_path_factory.mktemp("spark-join-filters")
-    harness = Harness(TABLES, DOMAINS, connect=lambda: ivm.connect(
-        directory, spark=spark, partitions=SPARK_PARTITIONS))
-    try:
-        harness.apply(data.draw(harness.strategy(), label="before the views"))
-        harness.create_views({"chain": VIEWS["chain"], "not_exists": VIEWS["not_exists"]})
-        for i in range(2):
-            harness.apply(data.draw(harness.strategy(), label=f"epoch {i + 1}"))
-    finally:
-        harness.close()
+    run_workload(TABLES, {"chain": VIEWS["chain"], "not_exists": VIEWS["not_exists"]}, data,
+                 epochs=2, domains=DOMAINS,
+                 connect=lambda: ivm.connect(directory, spark=spark,
+                                             partitions=SPARK_PARTITIONS))
