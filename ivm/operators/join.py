@@ -243,7 +243,12 @@ class DeltaJoin(Operator):
         return join_sql(olds, [i.schema for i in self.inputs], self.join.condition, True)
 
     def _whole(self, run: Run, k: int) -> str:
-        """Input ``k``'s whole integral (a join's consolidated: see ``_integrals``)."""
+        """Input ``k``'s whole integral, a join's consolidated. A trace holds a deleted row
+        as rows that cancel (+1, -1) until it is compacted, and a join of traces
+        multiplies them: a row joined across n inputs that each hold such a pair is 2ⁿ
+        rows. Joins of joins (a wide join's tree, ``ivm.passes.wide_joins``; binary
+        joins) consolidate at each level, so the rows stay as many as the live ones
+        (select5's join of 57 ten-row tables read 1.4M rows for one)."""
         integral = run.integral(self.inputs[k])
         if isinstance(self.inputs[k], DeltaJoin):
             return consolidate_sql(integral, self.inputs[k].schema.names)
@@ -253,23 +258,14 @@ class DeltaJoin(Operator):
         """Rows of input ``k`` read at keys; a join's consolidated and run once into a
         table, since the next inputs are read at their keys (its text would otherwise be
         repeated at every hop)."""
-        if not fused_join(self.inputs[k]):
+        if not self._joined_inputs[k]:
             return rows
         names = self.inputs[k].schema.names
         return run.materialize(self, f"at{k}", consolidate_sql(rows, names))
 
     def _integrals(self, run: Run) -> list[str]:
-        """The inputs' integrals, a join's consolidated. A trace holds a deleted row as
-        rows that cancel (+1, -1) until it is compacted, and a join of traces multiplies
-        them: a row joined across n inputs that each hold such a pair is 2ⁿ rows. Joins of
-        joins (a wide join's tree, ``ivm.passes.wide_joins``; binary joins) consolidate
-        at each level, so the rows stay as many as the live ones (select5's join of 57
-        ten-row tables read 1.4M rows for one)."""
-        return [
-            consolidate_sql(run.integral(i), i.schema.names)
-            if isinstance(i, DeltaJoin) else run.integral(i)
-            for i in self.inputs
-        ]
+        """Every input's whole integral (see ``_whole``)."""
+        return [self._whole(run, k) for k in range(len(self.inputs))]
 
     def label(self) -> str:
         on = sql_of(self.join.condition) if self.join.condition is not None else "true"

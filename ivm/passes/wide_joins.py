@@ -12,7 +12,7 @@ a joined change), so an epoch's SQL holds O(n log n) input references instead of
 and no query joins more than about half the inputs. Parts of at most ``LEAF`` inputs stay
 delta queries. No state is added: each side's
 integral is read as the join of its inputs' integrals, as before, consolidated at each
-level (``DeltaJoin._integrals``: a trace's cancelling rows would multiply up the tree).
+level (``DeltaJoin._whole``: a trace's cancelling rows would multiply up the tree).
 
 The split follows the equalities of the condition: both sides must stay connected (a
 side that is a cross product would have a huge change), so inputs that no equality links
