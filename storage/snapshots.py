@@ -46,7 +46,9 @@ from typing import Any
 import numpy as np
 
 MANIFEST = "manifest.json"
-FORMAT = 2
+FORMAT = 3
+"""Version of what a snapshot holds: 3 since row hashes tell 128-bit numbers and nested
+values apart (``ivm.execution.exact.hash_terms``)."""
 MAPPED_BYTES = 1 << 20
 """Arrays of at least this many bytes are memory-mapped when taken back; smaller ones
 are read whole."""

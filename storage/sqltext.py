@@ -56,3 +56,12 @@ def expand_sql(source: str, names: Sequence[str]) -> str:
         f"SELECT {column_list(names, '__e')} FROM ({source}) AS __e, "
         f"range(CAST(__e.{W} AS BIGINT)) AS __copies"
     )
+
+
+def key_hash_sql(columns: Sequence[str], alias: str = "") -> str:
+    """SQL of a key's 64-bit hash, as arrangements are sorted and searched by: DuckDB's
+    ``hash`` of the key's columns (0 for none)."""
+    prefix = f"{alias}." if alias else ""
+    if not columns:
+        return "0::UBIGINT"
+    return f"hash({', '.join(prefix + quote(c) for c in columns)})"

@@ -38,12 +38,13 @@ import numpy as np
 import pyarrow as pa
 
 from ivm.errors import ExecutionError
-from ivm.execution.key_match import PROBE_HASH, rows_at_keys
+from ivm.execution.exact import hash_terms
+from ivm.execution.key_match import PROBE_HASH, key_matches, rows_at_keys
 from ivm.operators.base import At
 from ivm.plan.sql import W
-from ivm.schema import quote
+from ivm.schema import Column, quote
 from ivm.storage.arrangement import Arrangement, with_weights
-from ivm.storage.sqltext import WEIGHT
+from ivm.storage.sqltext import WEIGHT, key_hash_sql
 
 ROW_HASH = "__ivm_rh"
 UNMERGED_LIMIT = 100_000
@@ -71,20 +72,16 @@ def _selected(rows: pa.Table, names: Sequence[str] | None) -> pa.Table:
 
 def hash_sql(columns: Sequence[str], alias: str = "") -> str:
     """SQL of DuckDB's hash of ``columns`` (0 for none): a key's hash."""
-    prefix = f"{alias}." if alias else ""
-    if not columns:
-        return "0::UBIGINT"
-    return f"hash({', '.join(prefix + quote(c) for c in columns)})"
+    return key_hash_sql(columns, alias)
 
 
-def row_hash_sql(columns: Sequence[str], alias: str = "") -> str:
-    """SQL of a row's hash, which tells rows apart: DuckDB's hash of the row's text.
-    (DuckDB's ``hash`` of the values themselves is 0 for 0, for [0] and for [0, 0], and
-    equal for NULL, [] and [NULL]: fine for finding keys, fatal for row identity.)"""
-    prefix = f"{alias}." if alias else ""
+def row_hash_sql(columns: Sequence[tuple[str, str]]) -> str:
+    """SQL of a row's hash, which tells rows apart (``columns``: names and types): DuckDB's
+    hash of the row's ``hash_terms`` (the values, and what tells apart values DuckDB
+    calls equal or hashes alike: -0.0 and 0.0, HUGEINT 0 and -1, NULL and [])."""
     if not columns:
         return "0::UBIGINT"
-    return f"hash(CAST(row({', '.join(prefix + quote(c) for c in columns)}) AS VARCHAR))"
+    return f"hash({', '.join(hash_terms([Column(n, t) for n, t in columns]))})"
 
 
 @dataclass(frozen=True)
@@ -169,12 +166,38 @@ class Arrangements:
             return _selected(exact, reads), True
         return _selected(with_weights(found.rows, found.weights), reads), False
 
+    def lookup_hashed(
+        self, table: str, columns: tuple[str, ...], keys: pa.Table, hashes: np.ndarray,
+        reader: str = "",
+    ) -> tuple[pa.Table, np.ndarray] | None:
+        """The live rows of trace ``table`` (every column, with its weight) whose
+        ``columns`` equal a row of ``keys`` (NULL equal to NULL), and for each the row of
+        ``keys`` it is at. ``hashes``: the keys' hashes, as ``key_hash_sql`` computes them
+        over the keys typed as the trace's columns; no statement runs. None when Arrow
+        cannot compare the keys as DuckDB does, or two keys share a hash."""
+        arrangement = self._arrangement(table, columns)
+        self._readers.setdefault((table, columns), set()).add(reader)
+        wanted = np.unique(hashes)
+        if len(wanted) < len(hashes):
+            return None
+        found = arrangement.lookup_batch(wanted, True)
+        matched = key_matches(found, keys, hashes, columns, nulls=True)
+        if matched is None:
+            return None
+        kept, at = matched
+        return with_weights(found.rows.take(kept), found.weights[kept]), at
+
     def columns(self, table: str) -> list[tuple[str, str]]:
         """``table``'s columns (the weight excluded): (name, DuckDB type)."""
         if table not in self._columns:
             rows = self.con.execute(f"DESCRIBE {table}").fetchall()
             self._columns[table] = [(r[0], r[1]) for r in rows if r[0] != WEIGHT]
         return self._columns[table]
+
+    def _typed(self, table: str, names: Sequence[str]) -> list[tuple[str, str]]:
+        """``names``, columns of ``table``, with their types."""
+        types = dict(self.columns(table))
+        return [(name, types[name]) for name in names]
 
     def _arrangement(
         self, table: str, key: tuple[str, ...], wanted: Sequence[str] | None = None
@@ -206,7 +229,7 @@ class Arrangements:
                 # (a GROUP BY of every column costs about twice the sort).
                 rows = self._query(
                     f"SELECT {cols}, {hash_sql(key)} AS {key_hash(0)}, "
-                    f"{row_hash_sql(names)} AS {ROW_HASH}, {W} "
+                    f"{row_hash_sql(self._typed(table, names))} AS {ROW_HASH}, {W} "
                     f"FROM {table} ORDER BY {key_hash(0)}, {ROW_HASH}"
                 )
             by_key[key] = Arrangement.of_sorted(
@@ -257,7 +280,9 @@ class Arrangements:
              f"CAST({W} AS BIGINT) AS {W}"]
         )
         hashes = [f"{hash_sql(k)} AS {key_hash(i)}" for i, k in enumerate(keys)]
-        hashes += [f"{row_hash_sql(c)} AS {row_hash(i)}" for i, c in enumerate(held)]
+        hashes += [
+            f"{row_hash_sql(self._typed(table, c))} AS {row_hash(i)}" for i, c in enumerate(held)
+        ]
         assert self._exporting, "appends to arranged traces run inside exporting()"
         # One statement: the rows go into the table and come back, as stored, with their
         # hashes (DuckDB's RETURNING), for the arrangements once the epoch commits.

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 
 from ivm.circuit.circuit import Circuit
@@ -178,6 +179,33 @@ class EpochRunner:
         # trace's exact types (Arrow has no ENUM, say).
         typed = ", ".join(f"CAST({quote(n)} AS {types[n]}) AS {quote(n)}" for n in names)
         return read_sql(f"SELECT {typed}, {W} FROM {name}", names, None if exact else at)
+
+    @property
+    def arranged(self) -> bool:
+        return self.arrangements is not None and not self.warming
+
+    def lookup(
+        self, op: Operator, role: str, keys: pa.Table, hashes: np.ndarray
+    ) -> tuple[pa.Table, np.ndarray] | None:
+        if self.arrangements is None:
+            return None
+        start = time.perf_counter()
+        table = self.store.operator_trace(self._view, op.fingerprint, role)
+        found = self.arrangements.lookup_hashed(
+            table, tuple(keys.column_names), keys, hashes, self._view
+        )
+        if self.profile is not None:
+            self.profile.lookups += time.perf_counter() - start
+        return found
+
+    def relation(self, op: Operator, part: str, rows: pa.Table) -> str:
+        name = f"__ivm_mem{len(self.slices)}_{self.epoch}"
+        self.con.register(name, rows)
+        self.slices.append(name)
+        sql = f"SELECT * FROM {name}"
+        if rows.num_rows == 0:
+            self.empty.add(sql)
+        return sql
 
     def release(self) -> None:
         """Unregister the Arrow tables this epoch's reads registered (after the epoch's

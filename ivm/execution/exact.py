@@ -42,10 +42,40 @@ def exact_terms(columns: Sequence[Column], alias: str = "") -> list[str]:
     return terms
 
 
-def exact_hash_sql(columns: Sequence[Column], alias: str = "", reverse: bool = False) -> str:
-    """A 64-bit hash of the row that tells apart values DuckDB calls equal (with
-    ``reverse``: another one, of the terms in reverse order and their count)."""
+_WIDE = frozenset({"HUGEINT", "UHUGEINT", "INT128", "UINT128", "UUID"})
+_DECIMAL = re.compile(r"(?:DECIMAL|NUMERIC)\((\d+)")
+
+
+def hash_terms(columns: Sequence[Column], alias: str = "") -> list[str]:
+    """``exact_terms`` fit for hashing: with the text of each value DuckDB's ``hash``
+    does not tell apart from another value of its type. A 128-bit number (HUGEINT,
+    UHUGEINT, UUID, a DECIMAL wider than 18 digits) hashes as the exclusive or of its
+    two halves' hashes, so 0 and -1 (and any number whose halves are equal) hash alike;
+    a nested value hashes NULL, [] and [NULL] alike. Other scalars' hashes tell their
+    values apart (up to 64-bit chance)."""
     terms = exact_terms(columns, alias)
+    for column in columns:
+        ref = f"{alias}.{quote(column.name)}" if alias else quote(column.name)
+        if _hashes_poorly(column.type) and f"{ref}::VARCHAR" not in terms:
+            terms.append(f"{ref}::VARCHAR")
+    return terms
+
+
+def _hashes_poorly(type_: str) -> bool:
+    """Whether DuckDB's ``hash`` of values of ``type_`` is equal for some different values
+    (see ``hash_terms``)."""
+    spelled = type_.upper().strip()
+    if "[" in spelled or spelled.startswith(("STRUCT", "MAP", "UNION")) or spelled in _WIDE:
+        return True
+    decimal = _DECIMAL.match(spelled)
+    return decimal is not None and int(decimal[1]) > 18
+
+
+def exact_hash_sql(columns: Sequence[Column], alias: str = "", reverse: bool = False) -> str:
+    """A 64-bit hash of the row that tells apart values DuckDB calls equal, and values
+    its ``hash`` does not tell apart (``hash_terms``); with ``reverse``, another one, of
+    the terms in reverse order and their count."""
+    terms = hash_terms(columns, alias)
     if reverse:
         return f"hash({', '.join(reversed(terms))}, {len(terms)})"
     return f"hash({', '.join(terms)})"

@@ -26,22 +26,38 @@ def rows_at_keys(
     """Of ``found`` (rows looked up by the hashes of ``probes``' keys, with their key
     hashes), the rows whose key equals a probe's, with their weights; None when Arrow
     cannot decide equality as DuckDB does (a type outside ``EXACT_TYPES``) or two probes
-    share a hash. Each row is compared with the one probe of its hash, column by column:
-    ``nulls``: NULL equals NULL (a group key), else a NULL key matches nothing."""
-    if not all(_exactly_comparable(probes.schema.field(c).type) for c in columns):
+    share a hash (see ``key_matches``)."""
+    matched = key_matches(found, probes, probes.column(PROBE_HASH).to_numpy(), columns, nulls)
+    if matched is None:
         return None
-    probe_hashes = probes.column(PROBE_HASH).to_numpy()
-    order = np.argsort(probe_hashes, kind="stable")
-    ordered = probe_hashes[order]
+    kept, _ = matched
+    if len(kept) == len(found):
+        return with_weights(found.rows, found.weights)
+    return with_weights(found.rows.take(kept), found.weights[kept])
+
+
+def key_matches(
+    found: Batch, keys: pa.Table, hashes: np.ndarray, columns: Sequence[str], nulls: bool
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Which rows of ``found`` (looked up by ``hashes``, the hashes of ``keys``' rows)
+    are at a row of ``keys``: their positions in ``found`` and, for each, the row of
+    ``keys`` it is at. None when Arrow cannot decide equality as DuckDB does (a type
+    outside ``EXACT_TYPES``) or two keys share a hash. Each row is compared with the one
+    key of its hash, column by column: ``nulls``: NULL equals NULL (a group key), else a
+    NULL key matches nothing."""
+    if not all(_exactly_comparable(keys.schema.field(c).type) for c in columns):
+        return None
+    order = np.argsort(hashes, kind="stable")
+    ordered = hashes[order]
     if len(ordered) > 1 and bool(np.any(ordered[1:] == ordered[:-1])):
         return None
     if len(found) == 0:
-        return with_weights(found.rows, found.weights)
-    probe_of_row = order[np.searchsorted(ordered, found.keys)]
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    key_of_row = order[np.searchsorted(ordered, found.keys)]
     keep = None
     for column in columns:
         mine = found.rows.column(column)
-        theirs = probes.column(column).take(probe_of_row)
+        theirs = keys.column(column).take(key_of_row)
         same = pc.fill_null(pc.equal(mine, theirs), False)
         if pa.types.is_floating(mine.type):  # DuckDB: NaN equals NaN
             same = pc.or_(same, pc.and_(pc.is_nan(mine), pc.is_nan(theirs)))
@@ -49,11 +65,10 @@ def rows_at_keys(
         if nulls:
             same = pc.or_(same, pc.and_(pc.is_null(mine), pc.is_null(theirs)))
         keep = same if keep is None else pc.and_(keep, same)
-    assert keep is not None
+    if keep is None:  # no key columns: every row is at the one key
+        return np.arange(len(found)), key_of_row
     kept = np.flatnonzero(keep.to_numpy(zero_copy_only=False))
-    if len(kept) == len(found):
-        return with_weights(found.rows, found.weights)
-    return with_weights(found.rows.take(kept), found.weights[kept])
+    return kept, key_of_row[kept]
 
 
 def _exactly_comparable(type_: pa.DataType) -> bool:

@@ -36,7 +36,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ivm.functions import exact_sum
+from ivm.functions import exact_sum, moment_values
 from ivm.functions.moments import NON_NULL, Invertible, Moment
 from ivm.functions.running import Running, extreme, float_sum
 from ivm.storage.sqltext import W
@@ -76,18 +76,20 @@ def _sum_of(type_: str) -> Moment:
 
 
 def _count_star(_: str) -> Invertible:
-    return Invertible((Moment("n", "1", "BIGINT"),), lambda m: m["n"])
+    return Invertible((Moment("n", "1", "BIGINT"),), lambda m: m["n"], moment_values.count)
 
 
 def _count(_: str) -> Invertible:
-    return Invertible((NON_NULL,), lambda m: m["n"])
+    return Invertible((NON_NULL,), lambda m: m["n"], moment_values.count)
 
 
 def _sum(type_: str) -> Invertible | None:
     if not is_exact_number(type_):
         return None
     return Invertible(
-        (NON_NULL, _sum_of(type_)), lambda m: f"CASE WHEN {m['n']} = 0 THEN NULL ELSE {m['s']} END"
+        (NON_NULL, _sum_of(type_)),
+        lambda m: f"CASE WHEN {m['n']} = 0 THEN NULL ELSE {m['s']} END",
+        moment_values.exact_sum,
     )
 
 
@@ -97,6 +99,7 @@ def _avg(type_: str) -> Invertible | None:
     return Invertible(
         (NON_NULL, _sum_of(type_)),
         lambda m: f"CASE WHEN {m['n']} = 0 THEN NULL ELSE CAST({m['s']} AS DOUBLE) / {m['n']} END",
+        moment_values.exact_average,
     )
 
 
@@ -113,6 +116,7 @@ def _bool(kind: str) -> Callable[[str], Invertible | None]:
             moments,
             lambda m: f"CASE WHEN {m['t']} + {m['f']} = 0 THEN NULL "
             f"ELSE {test.format(t=m['t'], f=m['f'])} END",
+            moment_values.boolean(kind),
         )
 
     return invertible

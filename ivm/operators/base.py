@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
+import numpy as np
 import pyarrow as pa
 
 from ivm.plan.node import Plan
@@ -127,6 +128,28 @@ class Run(Protocol):
         several times, with any weights), unless ``live``: then each row once with its
         summed weight, kept only where that is positive. The one way an operator reads
         its state: which table or arrangement holds it is the executor's business."""
+        ...
+
+    @property
+    def arranged(self) -> bool:
+        """Whether ``lookup`` can answer: the executor keeps its traces arranged in memory
+        (an embedded session's epochs; not backfills, Spark tasks or recursive steps)."""
+        ...
+
+    def lookup(
+        self, op: Operator, role: str, keys: pa.Table, hashes: np.ndarray
+    ) -> tuple[pa.Table, np.ndarray] | None:
+        """The live rows of ``op``'s trace ``role`` before this epoch (Arrow: every column
+        and the weight) whose key columns (``keys``' column names) equal a row of ``keys``,
+        NULL equal to NULL, and for each the row of ``keys`` it is at; ``hashes``: the
+        keys' hashes (``key_hash_sql`` over the keys typed as the trace's columns). Runs
+        no statement. None when the executor cannot answer so (see ``arranged``; keys
+        Arrow cannot compare as DuckDB does; two keys sharing a hash): read instead."""
+        ...
+
+    def relation(self, op: Operator, part: str, rows: pa.Table) -> str:
+        """SQL reading ``rows`` (what ``op`` computed in memory) for the rest of the
+        epoch, as a scratch table would be read, without copying them."""
         ...
 
     def materialize(

@@ -20,16 +20,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from ivm.functions.aggregates import Invertible
 from ivm.operators.aggregate import Aggregate, AggregateCall
 from ivm.operators.base import At, Describe, Operator, Run, TraceSpec
+from ivm.operators.invertible_step import Call, stepped_versions
 from ivm.operators.join import fused_join
 from ivm.plan.sql import W, column_list, empty_relation, null_safe_match
 from ivm.schema import Column, Schema, quote
+from ivm.storage.sqltext import key_hash_sql
 
 COUNT = "__cnt"
 VERSIONS = "versions"
+KEY_HASH = "__ivm_kh"
 
 
 def moment_column(index: int, name: str) -> str:
@@ -92,12 +96,47 @@ class InvertibleAggregate(Operator):
         if keys and fused_join(self.inputs[0]):
             # A join's change is read twice (its groups, then the step): run it once.
             delta = run.materialize(self, "input", delta)
-        touched = f"SELECT DISTINCT {column_list(keys)} FROM ({delta}) AS __d"
-        old = run.read(self, VERSIONS, At(keys, touched) if keys else None, live=True)
-        versions = run.materialize(self, "versions", self.step_sql(delta, old))
+        versions = self._stepped_in_memory(run, delta) if self.in_memory and run.arranged else None
+        if versions is None:
+            touched = f"SELECT DISTINCT {column_list(keys)} FROM ({delta}) AS __d"
+            old = run.read(self, VERSIONS, At(keys, touched) if keys else None, live=True)
+            versions = run.materialize(self, "versions", self.step_sql(delta, old))
         run.append(self, VERSIONS, versions)
         names = column_list(self.schema.names)
         return f"SELECT {names}, {W} FROM ({versions}) AS v"
+
+    @cached_property
+    def in_memory(self) -> bool:
+        """Whether the step may run in memory (``ivm.operators.invertible_step``): a GROUP
+        BY (not a global aggregate) whose every function has an in-memory form."""
+        return bool(self.aggregate.keys) and all(f.compute is not None for f in self.forms)
+
+    def _stepped_in_memory(self, run: Run, delta: str) -> str | None:
+        """SQL reading this epoch's group versions, stepped in memory: the change's partial
+        sums and key hashes in one statement, the touched groups' versions looked up in
+        their arrangement, the rest in numpy. None when the lookup or the step cannot
+        decide (the statement steps then)."""
+        keys = self.aggregate.keys
+        partials = run.fetch(self, self.hashed_partials_sql(delta))
+        hashes = partials.column(KEY_HASH).to_numpy()
+        found = run.lookup(self, VERSIONS, partials.select(list(keys)), hashes)
+        if found is None:
+            return None
+        old, at = found
+        calls = [
+            Call(call.name, form, {m.name: moment_column(j, m.name) for m in form.moments},
+                 call.func.upper())
+            for j, (call, form) in enumerate(zip(self.aggregate.calls, self.forms, strict=True))
+        ]
+        rows = stepped_versions(
+            keys, COUNT, self.moment_names(), calls, self.state.names, partials, old, at
+        )
+        if rows is None:
+            return None
+        typed = ", ".join(
+            f"CAST({quote(c.name)} AS {c.type}) AS {quote(c.name)}" for c in self.state.columns
+        )
+        return f"SELECT {typed}, {W} FROM ({run.relation(self, 'versions', rows)}) AS m"
 
     def integral(self, run: Run) -> str:
         return self._visible(run.read(self, VERSIONS, live=True))
@@ -131,6 +170,15 @@ class InvertibleAggregate(Operator):
                 parts.append(f"{total} AS {moment_column(j, moment.name)}")
         group = f" GROUP BY {column_list(node.keys)}" if node.keys else ""
         return f"SELECT {', '.join(parts)} FROM ({delta}) AS d{group}"
+
+    def hashed_partials_sql(self, delta: str) -> str:
+        """``partials_sql`` with the keys typed as the state's and their hash
+        (``KEY_HASH``), as the state's arrangement is searched by."""
+        keys = self.aggregate.keys
+        typed = [f"CAST(p.{quote(k)} AS {self.state.type_of(k)}) AS {quote(k)}" for k in keys]
+        moments = column_list(self.moment_names(), "p")
+        partials = f"SELECT {', '.join(typed)}, {moments} FROM ({self.partials_sql(delta)}) AS p"
+        return f"SELECT *, {key_hash_sql(keys, '__t')} AS {KEY_HASH} FROM ({partials}) AS __t"
 
     def step_sql(self, delta: str, live: str) -> str:
         """This epoch's group versions: old ones with −1, new ones with +1. ``live``: the

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 
 from ivm.operators.base import At, Operator, Run
@@ -124,6 +125,16 @@ class NestedRun:
         if not live:
             return stored
         return read_sql(stored, self._schemas[name].names, live=True)
+
+    arranged = False  # a step's traces grow step by step, in scratch tables
+
+    def lookup(
+        self, op: Operator, role: str, keys: pa.Table, hashes: np.ndarray
+    ) -> tuple[pa.Table, np.ndarray] | None:
+        return None
+
+    def relation(self, op: Operator, part: str, rows: pa.Table) -> str:
+        return self.parent.relation(op, part, rows)
 
     def materialize(
         self, op: Operator, part: str, sql: str, rows: Mapping[str, pa.Table] | None = None

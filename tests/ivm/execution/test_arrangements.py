@@ -3,12 +3,13 @@ their traces after commits only, forgotten when in doubt, and exact whatever a h
 
 from __future__ import annotations
 
+import duckdb
 import numpy as np
 import pytest
 from oracle.harness import Epoch, Harness
 
 import ivm
-from ivm.execution.arrangements import Arrangements
+from ivm.execution.arrangements import Arrangements, row_hash_sql
 from ivm.operators.base import At
 from ivm.storage.arrangement import Arrangement
 
@@ -220,3 +221,16 @@ def test_an_arrangement_holds_the_columns_its_readers_use_and_widens_for_more() 
         assert set(widened.readers) == {"totals", "urgent_notes"}
     finally:
         harness.close()
+
+
+def test_row_hashes_tell_apart_values_duckdb_hashes_alike() -> None:
+    con = duckdb.connect()
+    pairs = [("HUGEINT", "0", "-1"), ("DECIMAL(38,2)", "0", "-0.01"),
+             ("DOUBLE", "0.0", "-0.0"), ("INTEGER[]", "[]", "NULL")]
+    for type_, one, other in pairs:
+        hashed = row_hash_sql([("k", "INTEGER"), ("a", type_), ("b", type_)])
+        values = con.execute(
+            f"SELECT {hashed} FROM (VALUES (1, {one}::{type_}, {one}::{type_}), "
+            f"(1, {other}::{type_}, {other}::{type_})) AS t(k, a, b)"
+        ).fetchall()
+        assert values[0] != values[1], type_

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from ivm.execution.key_match import PROBE_HASH, rows_at_keys
+from ivm.execution.key_match import PROBE_HASH, key_matches, rows_at_keys
 from ivm.storage.arrangement import Batch
 
 
@@ -43,3 +43,13 @@ def test_rows_at_keys_leave_what_arrow_cannot_compare_to_sql() -> None:
     # Two probes sharing a hash: which one a row belongs to is not a lookup away.
     ints = _found({"k": [1, 2]}, [5, 5])
     assert rows_at_keys(ints, _probes({"k": [1, 2]}, [5, 5]), ["k"], nulls=True) is None
+
+
+def test_key_matches_say_which_key_each_row_is_at() -> None:
+    # Rows of keys 2 and 1 (hashes 9 and 4) and a stranger sharing key 1's hash.
+    found = _found({"k": [2, 1, 3]}, [9, 4, 4])
+    keys = pa.table({"k": [1, 2]})
+    matched = key_matches(found, keys, np.array([4, 9], np.uint64), ["k"], nulls=True)
+    assert matched is not None
+    kept, at = matched
+    assert kept.tolist() == [0, 1] and at.tolist() == [1, 0]
