@@ -58,6 +58,21 @@ def expand_sql(source: str, names: Sequence[str]) -> str:
     )
 
 
+WIDE_NUMBERS = frozenset({"HUGEINT", "UHUGEINT", "INT128", "UINT128", "UUID"})
+
+
+def hashes_halves(type_: str) -> bool:
+    """Whether DuckDB stores values of ``type_`` as 128-bit numbers (HUGEINT, UHUGEINT,
+    UUID, a DECIMAL of more than 18 digits), whose ``hash`` is the xor of the two halves'
+    hashes: 0 and -1, and every number whose halves are equal, hash alike."""
+    spelled = type_.upper().strip()
+    if spelled in WIDE_NUMBERS:
+        return True
+    if spelled.startswith(("DECIMAL(", "NUMERIC(")):
+        return int(spelled.split("(")[1].split(",")[0].strip(" )")) > 18
+    return False
+
+
 def key_hash_sql(columns: Sequence[str], alias: str = "") -> str:
     """SQL of a key's 64-bit hash, as arrangements are sorted and searched by: DuckDB's
     ``hash`` of the key's columns (0 for none)."""

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 from ivm.plan.sql import W, column_list
 from ivm.schema import Column, Schema, quote
+from ivm.storage.sqltext import hashes_halves
 
 _FLOATS = frozenset({"FLOAT", "REAL", "FLOAT4", "DOUBLE", "FLOAT8"})
 _UNEXACT_WORDS = frozenset({*_FLOATS, "INTERVAL", "VARIANT"})
@@ -40,10 +41,6 @@ def exact_terms(columns: Sequence[Column], alias: str = "") -> list[str]:
         elif _UNEXACT_WORDS & set(re.findall(r"[A-Z_0-9]+", spelled)):
             terms.append(f"{ref}::VARCHAR")
     return terms
-
-
-_WIDE = frozenset({"HUGEINT", "UHUGEINT", "INT128", "UINT128", "UUID"})
-_DECIMAL = re.compile(r"(?:DECIMAL|NUMERIC)\((\d+)")
 
 
 def hash_terms(columns: Sequence[Column], alias: str = "") -> list[str]:
@@ -65,10 +62,9 @@ def _hashes_poorly(type_: str) -> bool:
     """Whether DuckDB's ``hash`` of values of ``type_`` is equal for some different values
     (see ``hash_terms``)."""
     spelled = type_.upper().strip()
-    if "[" in spelled or spelled.startswith(("STRUCT", "MAP", "UNION")) or spelled in _WIDE:
-        return True
-    decimal = _DECIMAL.match(spelled)
-    return decimal is not None and int(decimal[1]) > 18
+    return "[" in spelled or spelled.startswith(("STRUCT", "MAP", "UNION")) or (
+        hashes_halves(spelled)
+    )
 
 
 def exact_hash_sql(columns: Sequence[Column], alias: str = "", reverse: bool = False) -> str:

@@ -51,6 +51,7 @@ from ivm.operators.time_index import (
 )
 from ivm.plan.sql import W, column_list
 from ivm.schema import quote
+from ivm.storage.sqltext import hashes_halves
 
 if TYPE_CHECKING:
     from ivm.operators.asof_join import AsOfJoin
@@ -120,8 +121,8 @@ def indexed_change(
     sides = kept or _load(op, node, run)
     lkeys, rkeys = [a for a, _ in node.keys], [b for _, b in node.keys]
     ttype = node.right.schema.type_of(node.right_time)
-    left_points = _points(op, run, left_change, lkeys, node.left_time, ttype, lkeys)
-    right_points = _points(op, run, right_change, rkeys, node.right_time, ttype, lkeys)
+    left_points = _points(op, node, run, left_change, lkeys, node.left_time, ttype, lkeys)
+    right_points = _points(op, node, run, right_change, rkeys, node.right_time, ttype, lkeys)
     left = sides.left if left_points is None else sides.left.updated(
         left_points.keys, left_points.times, left_points.weights)
     right = sides.right if right_points is None else sides.right.updated(
@@ -200,7 +201,7 @@ def _load(op: Operator, node: AsOfJoin, run: Run) -> Sides:
         (1, [b for _, b in node.keys], node.right_time),
     ):
         rows = run.fetch(op, (  # sorted by DuckDB, summed per point by numpy (faster)
-            f"SELECT {_point_columns(keys, time, ttype)}, CAST({W} AS BIGINT) AS {ROWS} "
+            f"SELECT {_point_columns(node, keys, time, ttype)}, CAST({W} AS BIGINT) AS {ROWS} "
             f"FROM ({run.integral(op.inputs[side])}) AS __s WHERE {_present(keys, time)} "
             f"ORDER BY {KEY_HASH}, {TIME_CODE}"
         ))
@@ -209,15 +210,15 @@ def _load(op: Operator, node: AsOfJoin, run: Run) -> Sides:
 
 
 def _points(
-    op: Operator, run: Run, change: str | None, keys: Sequence[str], time: str, ttype: str,
-    names: Sequence[str],
+    op: Operator, node: AsOfJoin, run: Run, change: str | None, keys: Sequence[str], time: str,
+    ttype: str, names: Sequence[str],
 ) -> Points | None:
     """The distinct points of ``change`` (None: no change), the key values named ``names``."""
     if change is None:
         return None
     values = "".join(f", {quote(k)} AS {quote(n)}" for k, n in zip(keys, names, strict=True))
     rows = run.fetch(op, (
-        f"SELECT {_point_columns(keys, time, ttype)}, CAST(SUM({W}) AS BIGINT) AS {ROWS}"
+        f"SELECT {_point_columns(node, keys, time, ttype)}, CAST(SUM({W}) AS BIGINT) AS {ROWS}"
         f"{values} "
         f"FROM ({change}) AS __s WHERE {_present(keys, time)} GROUP BY ALL"
     ))
@@ -334,9 +335,18 @@ def _change_sql(
     )
 
 
-def _point_columns(keys: Sequence[str], time: str, ttype: str) -> str:
-    """SQL of a row's point: its key hash and time code."""
-    hashed = f"hash({column_list(keys)})" if keys else "CAST(0 AS UBIGINT)"
+def _point_columns(node: AsOfJoin, keys: Sequence[str], time: str, ttype: str) -> str:
+    """SQL of a row's point: its key hash and time code. A key one side of which is a
+    128-bit number (``hashes_halves``: 0 and -1 hash alike) is hashed with its value as
+    DOUBLE too (equal keys, whatever their types, are equal doubles), a UUID with its text."""
+    terms = []
+    for key, (left, right) in zip(keys, node.keys, strict=True):
+        terms.append(quote(key))
+        types = (node.left.schema.type_of(left), node.right.schema.type_of(right))
+        if any(hashes_halves(t) for t in types):
+            uuid = any(t.upper() == "UUID" for t in types)
+            terms.append(f"CAST({quote(key)} AS {'VARCHAR' if uuid else 'DOUBLE'})")
+    hashed = f"hash({', '.join(terms)})" if keys else "CAST(0 AS UBIGINT)"
     return f"{hashed} AS {KEY_HASH}, {time_code_sql(quote(time), ttype)} AS {TIME_CODE}"
 
 
