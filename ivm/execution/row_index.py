@@ -238,8 +238,10 @@ class RowIndex:
         """Apply a change ``accepts`` passed (after its epoch commits). False when the
         index cannot follow it (a key hash shared by two entries): rebuild it then."""
         if not any(len(level) for level in self.levels) and np.all(change.weights > 0):
-            self.levels[0] = Level(change.keys.copy(), change.rows.copy(), change.weights.copy())
-            return True  # a first load: the change, sorted, is the index
+            # A first load: the change, sorted, is the index. Keys and row hashes are never
+            # changed in place (shared, not copied); the counts are.
+            self.levels[0] = Level(change.keys, change.rows, change.weights.copy())
+            return True
         pending = np.ones(len(change.keys), bool)
         for level in self.levels:
             low, width = self._find(level, change)
@@ -280,6 +282,8 @@ class RowIndex:
         copies = np.zeros(len(change.keys), np.int64)
         key_rows = np.zeros(len(change.keys), np.int64)
         for level in self.levels:
+            if not len(level):  # nothing there (a first load: every level)
+                continue
             low, width = self._find(level, change)
             if np.any(width > 1):
                 return None
