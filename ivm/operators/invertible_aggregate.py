@@ -97,6 +97,8 @@ class InvertibleAggregate(Operator):
             # A join's change is read twice (its groups, then the step): run it once.
             delta = run.materialize(self, "input", delta)
         versions = self._stepped_in_memory(run, delta) if self.in_memory and run.arranged else None
+        if versions == "":  # no row of the change reached a group
+            return None
         if versions is None:
             touched = f"SELECT DISTINCT {column_list(keys)} FROM ({delta}) AS __d"
             old = run.read(self, VERSIONS, At(keys, touched) if keys else None, live=True)
@@ -114,10 +116,12 @@ class InvertibleAggregate(Operator):
     def _stepped_in_memory(self, run: Run, delta: str) -> str | None:
         """SQL reading this epoch's group versions, stepped in memory: the change's partial
         sums and key hashes in one statement, the touched groups' versions looked up in
-        their arrangement, the rest in numpy. None when the lookup or the step cannot
-        decide (the statement steps then)."""
+        their arrangement, the rest in numpy. "" when the change touches no group; None
+        when the lookup or the step cannot decide (the statement steps then)."""
         keys = self.aggregate.keys
         partials = run.fetch(self, self.hashed_partials_sql(delta))
+        if partials.num_rows == 0:
+            return ""
         hashes = partials.column(KEY_HASH).to_numpy()
         found = run.lookup(self, VERSIONS, partials.select(list(keys)), hashes)
         if found is None:

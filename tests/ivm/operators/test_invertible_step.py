@@ -73,3 +73,21 @@ def test_a_sum_past_its_range_is_refused_and_changes_nothing() -> None:
     db.ingest("t", [{"id": 3, "g": 1, "x": -nines}])  # still maintained
     assert sorted(db.read("s").to_pylist(), key=lambda r: r["g"]) == [
         {"g": 1, "total": 0, "n": 2}, {"g": 2, "total": 1, "n": 1}]
+
+
+def test_a_change_that_reaches_no_group_is_no_change(monkeypatch: pytest.MonkeyPatch) -> None:
+    steps: list[int] = []
+    original = invertible_aggregate.stepped_versions
+    monkeypatch.setattr(invertible_aggregate, "stepped_versions",
+                        lambda *a, **k: steps.append(1) or original(*a, **k))
+    harness = Harness(TABLES)
+    try:
+        harness.create_views({"v": "SELECT g, COUNT(*) AS c, SUM(n) AS s FROM t "
+                                   "WHERE n > 100 GROUP BY g"})
+        harness.apply(Epoch.of({"t": [("insert", (1, "a", D("1"), 500, True))]}))
+        harness.apply(Epoch.of({"t": [("insert", (2, "a", D("1"), 5, True))]}))  # filtered out
+        assert len(steps) == 1
+        harness.apply(Epoch.of({"t": [("insert", (3, "a", D("1"), 700, True))]}))
+        assert len(steps) == 2
+    finally:
+        harness.close()
