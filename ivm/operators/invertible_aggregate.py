@@ -109,9 +109,9 @@ class InvertibleAggregate(Operator):
 
     @cached_property
     def in_memory(self) -> bool:
-        """Whether the step may run in memory (``ivm.operators.invertible_step``): a GROUP
-        BY (not a global aggregate) whose every function has an in-memory form."""
-        return bool(self.aggregate.keys) and all(f.compute is not None for f in self.forms)
+        """Whether the step may run in memory (``ivm.operators.invertible_step``): every
+        function has an in-memory form."""
+        return all(f.compute is not None for f in self.forms)
 
     def _stepped_in_memory(self, run: Run, delta: str) -> str | None:
         """SQL reading this epoch's group versions, stepped in memory: the change's partial
@@ -181,7 +181,8 @@ class InvertibleAggregate(Operator):
         keys = self.aggregate.keys
         typed = [f"CAST(p.{quote(k)} AS {self.state.type_of(k)}) AS {quote(k)}" for k in keys]
         moments = column_list(self.moment_names(), "p")
-        partials = f"SELECT {', '.join(typed)}, {moments} FROM ({self.partials_sql(delta)}) AS p"
+        columns = ", ".join([*typed, moments])
+        partials = f"SELECT {columns} FROM ({self.partials_sql(delta)}) AS p"
         return f"SELECT *, {key_hash_sql(keys, '__t')} AS {KEY_HASH} FROM ({partials}) AS __t"
 
     def step_sql(self, delta: str, live: str) -> str:

@@ -52,7 +52,8 @@ def stepped_versions(
 ) -> pa.Table | None:
     """The epoch's group versions (``state``'s columns and the weight): ``old`` (the live
     versions of the touched groups, each the version of group ``partials[at[i]]``) with
-    −1, and each group's new version with +1 where its ``count`` stays positive.
+    −1, and each group's new version with +1 where its ``count`` stays positive (without
+    ``keys``, a global aggregate: its one row, always).
     ``partials``: per touched group, its keys and the change's partial sum of each of
     ``moments`` (``count`` first). None when a moment or value has a type this step does
     not handle (the statement computes the step then)."""
@@ -75,7 +76,9 @@ def stepped_versions(
         if value is None:
             return None
         new[call.name] = value
-    keep = np.flatnonzero(new[count].to_numpy() > 0)
+    # A group exists while it has rows; a global aggregate's single row always exists.
+    counts = new[count].to_numpy()
+    keep = np.flatnonzero(counts > 0) if keys else np.arange(len(counts))
     for name in keys:
         new[name] = partials.column(name).combine_chunks()
     columns = [new[name].take(keep) for name in state]

@@ -91,3 +91,15 @@ def test_a_change_that_reaches_no_group_is_no_change(monkeypatch: pytest.MonkeyP
         assert len(steps) == 2
     finally:
         harness.close()
+
+
+def test_a_global_aggregate_keeps_its_row_when_its_input_empties() -> None:
+    harness = Harness(TABLES)
+    try:
+        harness.create_views({"g": "SELECT SUM(x) AS s, COUNT(*) AS c, AVG(n) AS a, "
+                                   "BOOL_AND(ok) AS b FROM t"})
+        row = (1, "a", D("2.5"), 7, True)
+        for ops in [[("insert", row)], [("delete", row)], [("insert", row)]]:
+            harness.apply(Epoch.of({"t": ops}))  # 1 row, then NULL/0/NULL/NULL, then 1 row
+    finally:
+        harness.close()
