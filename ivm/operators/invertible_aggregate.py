@@ -109,9 +109,11 @@ class InvertibleAggregate(Operator):
 
     @cached_property
     def in_memory(self) -> bool:
-        """Whether the step may run in memory (``ivm.operators.invertible_step``): every
-        function has an in-memory form."""
-        return all(f.compute is not None for f in self.forms)
+        """Whether the step may run in memory (``ivm.operators.invertible_step``): a GROUP
+        BY whose every function has an in-memory form. Not a global aggregate: its one
+        version is a read of a few rows in the statement, cheaper than the partial sums'
+        fetch, the lookup and an arranged append (TPC-H Q06: 7 against 10 ms)."""
+        return bool(self.aggregate.keys) and all(f.compute is not None for f in self.forms)
 
     def _stepped_in_memory(self, run: Run, delta: str) -> str | None:
         """SQL reading this epoch's group versions, stepped in memory: the change's partial
