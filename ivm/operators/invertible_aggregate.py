@@ -13,7 +13,10 @@ exactly those ±1 rows projected to keys and visible values.
 
 Per epoch: new moments = old moments + the change's partial sums (deletes
 subtract), for the touched groups only; the values follow from the moments
-(``finalize``). Nothing reads the group's rows.
+(``finalize``). Nothing reads the group's rows. Where the executor keeps the versions
+arranged (an embedded epoch) and every function has an in-memory form, the step runs
+in memory (``ivm.operators.invertible_step``): the partial sums are the one statement;
+elsewhere the whole step is one statement (``step_sql``).
 """
 
 from __future__ import annotations
