@@ -126,8 +126,22 @@ def test_late_quotes_and_ties_by_hand() -> None:
 def test_keys_duckdb_hashes_alike_stay_apart_in_the_time_index(key_type: str) -> None:
     # DuckDB hashes a 128-bit number as the xor of its halves' hashes: keys 0 and -1 hash
     # alike, and the time index (by key hash) took -1's quotes for 0's.
+    _keys_hashed_alike(key_type, ivm.connect)
+
+
+def test_keys_duckdb_hashes_alike_on_spark(
+    spark: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    directory = tmp_path_factory.mktemp("spark-asof-hugeint")
+    _keys_hashed_alike(
+        "HUGEINT", lambda: ivm.connect(directory, spark=spark, partitions=SPARK_PARTITIONS)
+    )
+
+
+def _keys_hashed_alike(key_type: str, connect: Any) -> None:
     harness = Harness([f"CREATE TABLE q (k {key_type}, t INTEGER, p INTEGER)",
-                       f"CREATE TABLE tr (id INTEGER PRIMARY KEY, k {key_type}, t INTEGER)"])
+                       f"CREATE TABLE tr (id INTEGER PRIMARY KEY, k {key_type}, t INTEGER)"],
+                      connect=connect)
     try:
         harness.create_views({"v": "SELECT tr.id, tr.k, tr.t, q.p FROM tr "
                                    "ASOF JOIN q ON tr.k = q.k AND tr.t >= q.t"})

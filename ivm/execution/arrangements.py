@@ -70,11 +70,6 @@ def _selected(rows: pa.Table, names: Sequence[str] | None) -> pa.Table:
     return rows.select([*names, WEIGHT])
 
 
-def hash_sql(columns: Sequence[str], alias: str = "") -> str:
-    """SQL of DuckDB's hash of ``columns`` (0 for none): a key's hash."""
-    return key_hash_sql(columns, alias)
-
-
 def row_hash_sql(columns: Sequence[tuple[str, str]]) -> str:
     """SQL of a row's hash, which tells rows apart (``columns``: names and types): DuckDB's
     hash of the row's ``hash_terms`` (the values, and what tells apart values DuckDB
@@ -157,7 +152,7 @@ class Arrangements:
                 for n, c in zip(names, at.columns, strict=True)]
         with self.exporting():
             probes = self._query(
-                f"SELECT DISTINCT *, {hash_sql(at.columns, '__c')} AS {PROBE_HASH} FROM ("
+                f"SELECT DISTINCT *, {key_hash_sql(at.columns, '__c')} AS {PROBE_HASH} FROM ("
                 f"SELECT {', '.join(cast)} FROM ({at.keys}) AS __k({', '.join(names)})) AS __c"
             )
         found = arrangement.lookup_batch(probes.column(PROBE_HASH).to_numpy(), live)
@@ -177,10 +172,7 @@ class Arrangements:
         cannot compare the keys as DuckDB does, or two keys share a hash."""
         arrangement = self._arrangement(table, columns)
         self._readers.setdefault((table, columns), set()).add(reader)
-        wanted = np.unique(hashes)
-        if len(wanted) < len(hashes):
-            return None
-        found = arrangement.lookup_batch(wanted, True)
+        found = arrangement.lookup_batch(hashes, True)
         matched = key_matches(found, keys, hashes, columns, nulls=True)
         if matched is None:
             return None
@@ -228,7 +220,7 @@ class Arrangements:
                 # Read as stored, sorted by DuckDB: consolidating sorted rows is one pass
                 # (a GROUP BY of every column costs about twice the sort).
                 rows = self._query(
-                    f"SELECT {cols}, {hash_sql(key)} AS {key_hash(0)}, "
+                    f"SELECT {cols}, {key_hash_sql(key)} AS {key_hash(0)}, "
                     f"{row_hash_sql(self._typed(table, names))} AS {ROW_HASH}, {W} "
                     f"FROM {table} ORDER BY {key_hash(0)}, {ROW_HASH}"
                 )
@@ -279,7 +271,7 @@ class Arrangements:
             [*(f"CAST({quote(n)} AS {t}) AS {quote(n)}" for n, t in columns),
              f"CAST({W} AS BIGINT) AS {W}"]
         )
-        hashes = [f"{hash_sql(k)} AS {key_hash(i)}" for i, k in enumerate(keys)]
+        hashes = [f"{key_hash_sql(k)} AS {key_hash(i)}" for i, k in enumerate(keys)]
         hashes += [
             f"{row_hash_sql(self._typed(table, c))} AS {row_hash(i)}" for i, c in enumerate(held)
         ]

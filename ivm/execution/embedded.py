@@ -171,9 +171,7 @@ class EpochRunner:
             self.profile.lookups += time.perf_counter() - start
         if rows.num_rows == 0:  # nothing at those keys: no table to register
             return empty_relation(Schema(tuple(Column(n, types[n]) for n in names)))
-        name = f"__ivm_slice{len(self.slices)}_{self.epoch}"
-        self.con.register(name, rows)
-        self.slices.append(name)
+        name = self._register("slice", rows)
         # The slice is consolidated already; unless it is exactly the keys' rows, the
         # keys' values pick them out of the hashes' rows. Its columns take back the
         # trace's exact types (Arrow has no ENUM, say).
@@ -199,13 +197,17 @@ class EpochRunner:
         return found
 
     def relation(self, op: Operator, part: str, rows: pa.Table) -> str:
-        name = f"__ivm_mem{len(self.slices)}_{self.epoch}"
-        self.con.register(name, rows)
-        self.slices.append(name)
-        sql = f"SELECT * FROM {name}"
+        sql = f"SELECT * FROM {self._register('mem', rows)}"
         if rows.num_rows == 0:
             self.empty.add(sql)
         return sql
+
+    def _register(self, kind: str, rows: pa.Table) -> str:
+        """Register ``rows`` with DuckDB for the rest of the epoch; the name given them."""
+        name = f"__ivm_{kind}{len(self.slices)}_{self.epoch}"
+        self.con.register(name, rows)
+        self.slices.append(name)
+        return name
 
     def release(self) -> None:
         """Unregister the Arrow tables this epoch's reads registered (after the epoch's

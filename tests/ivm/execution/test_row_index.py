@@ -8,12 +8,14 @@ The hashes here are small integers chosen by the test, so collisions can be forc
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from oracle.spark import SPARK_PARTITIONS
 
 import ivm
 from ivm.execution import row_index
@@ -142,7 +144,18 @@ def test_values_duckdb_hashes_alike_are_told_apart(
 ) -> None:
     # DuckDB hashes a 128-bit number as the xor of its halves' hashes (0 and -1 alike)
     # and NULL, [] and [NULL] alike: deleting the absent row must not pass for the live one.
-    db = ivm.connect()
+    _absent_row_refused(ivm.connect(), type_, live, absent)
+
+
+def test_values_duckdb_hashes_alike_are_told_apart_on_spark(
+    spark: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    directory = tmp_path_factory.mktemp("spark-hugeint")
+    with ivm.connect(directory, spark=spark, partitions=SPARK_PARTITIONS) as db:
+        _absent_row_refused(db, "HUGEINT", 0, -1)
+
+
+def _absent_row_refused(db: Any, type_: str, live: object, absent: object) -> None:
     db.execute(f"CREATE TABLE t (id INTEGER, x {type_})")
     db.execute("CREATE VIEW v AS SELECT id, COUNT(*) AS n FROM t GROUP BY id")
     db.ingest("t", [{"id": 1, "x": live}])
