@@ -98,6 +98,20 @@ class NestedRun:
         change = None if self.first else self.parent.change(source)
         return old if change is None else union_all_sql([old, change])
 
+    def import_integral_at(self, index: int, at: At) -> str | None:
+        """``import_integral`` at ``at``'s keys, read through the enclosing run (an
+        arrangement lookup where it keeps one) instead of the import's whole integral;
+        None when the import cannot be read at keys."""
+        source = self.owner.inputs[1 + index]
+        old = source.integral_at(self.parent, At(at.columns, at.keys, at.nulls))
+        if old is None:
+            return None
+        names = source.schema.names
+        change = None if self.first else self.parent.change(source)
+        if change is None:
+            return read_sql(old, names)
+        return union_all_sql([read_sql(old, names), read_sql(change, names, at)])
+
     # -- the Run interface -------------------------------------------------------------------
 
     def change(self, op: Operator) -> str | None:
@@ -191,6 +205,9 @@ class ImportSource(Operator):
 
     def integral(self, run: Run) -> str:
         return _nested(run).import_integral(self.node.index)  # type: ignore[attr-defined]
+
+    def integral_at(self, run: Run, at: At) -> str | None:
+        return _nested(run).import_integral_at(self.node.index, at)  # type: ignore[attr-defined]
 
 
 def _nested(run: Run) -> NestedRun:
