@@ -31,6 +31,7 @@ from ivm.sql_frontend.planner.aggregate_calls import calls_in, has_aggregate
 from ivm.sql_frontend.planner.context import Context, Scope
 from ivm.sql_frontend.planner.grouping import sql_text
 from ivm.sql_frontend.planner.naming import ref
+from ivm.sql_frontend.planner.subquery_joins import outer_keys
 from ivm.sql_frontend.planner.windows import windowing
 
 Resolve = Callable[[exp.Column], exp.Expression | None]
@@ -82,11 +83,15 @@ def plan_resolver(plan: Plan) -> Resolve:
 
 
 def decorrelate(
-    ctx: Context, resolve: Resolve, node: exp.Expression, scope: Scope, *, aggregate: bool
+    ctx: Context, resolve: Resolve, node: exp.Expression, scope: Scope, *, aggregate: bool,
+    outer: Plan | None = None,
 ) -> Inner:
     """Plan the subquery ``node``. ``aggregate``: it is one aggregate expression without
     GROUP BY; correlation pairs then become its GROUP BY and the SELECT expression a
-    template evaluated after the join."""
+    template evaluated after the join. ``outer``: the plan ``resolve`` reads, given when
+    the caller joins such an aggregate back to it by the pairs (``left_join_unique``):
+    the subquery's rows are then first restricted to the keys ``outer`` holds (its magic
+    set), so only the groups the query reads are kept and maintained."""
     alias = ctx.fresh_alias()
     while isinstance(node, exp.Subquery):
         node = node.this
@@ -173,6 +178,10 @@ def decorrelate(
             query.set("expressions", [exp.alias_(e.copy(), n) for n, e in outputs])
             if key_exprs:
                 query.set("group", exp.Group(expressions=[e.copy() for _, e in key_exprs]))
+                if outer is not None:
+                    pairs_back = [(outer_sql(o), f"{alias}.__k{i}")
+                                  for i, o in enumerate(outer_exprs)]
+                    scope = _magic_set(ctx, alias, query, scope, outer, pairs_back, key_exprs)
             inner = _renamed(ctx, alias, ctx.query(query, scope),
                              [outer_sql(o) for o in outer_exprs], None)
 
@@ -211,6 +220,35 @@ def decorrelate(
                      [outer_sql(o) for o in outer_exprs], condition)
     inner.values = [f"{alias}.{n}" for n, _ in values]
     return inner
+
+
+def _magic_set(
+    ctx: Context,
+    alias: str,
+    query: exp.Select,
+    scope: Scope,
+    outer: Plan,
+    pairs: list[tuple[exp.Expression, str]],
+    key_exprs: list[tuple[str, exp.Expression]],
+) -> Scope:
+    """Restrict the aggregate subquery ``query`` to the keys ``outer`` holds (Neumann and
+    Kemper's magic set; Q17's average per part over lineitem is kept for the few parts
+    of the brand and container asked, not for all 200,000): ``outer``'s distinct keys
+    (the node ``left_join_unique`` joins the groups to) enter the scope under a name of
+    their own, and ``query`` gains ``(inner keys) IN (SELECT keys FROM it)``. A row whose
+    key is NULL matches no outer row either way. Returns the scope to plan ``query`` in."""
+    keys, _ = outer_keys(ctx, outer, pairs)
+    names = [f"k{i}" for i in range(len(pairs))]
+    exprs = tuple((n, ref(c)) for n, c in zip(names, keys.schema.names, strict=True))
+    renamed = ctx.typed(Project(schema=keys.schema, input=keys, exprs=exprs))
+    cte = f"__ivm_keys_{alias}"
+    inner = [e.copy() for _, e in key_exprs]
+    operand = inner[0] if len(inner) == 1 else exp.Tuple(expressions=inner)
+    columns = [exp.column(n, table=cte) for n in names]  # qualified, as the planner reads
+    within = exp.In(this=operand, query=exp.select(*columns).from_(cte))
+    where = query.args.get("where")
+    query.set("where", exp.Where(this=exp.and_(where.this, within) if where else within))
+    return {**scope, cte: renamed}
 
 
 def _theta_rows(

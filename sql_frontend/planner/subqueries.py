@@ -356,7 +356,7 @@ def _scalar(
         and not any(query.args.get(a) for a in ("group", "having", "limit", "offset"))
         and has_aggregate(query.expressions[0])
     ):
-        inner = decorrelate(ctx, resolve, query, scope, aggregate=True)
+        inner = decorrelate(ctx, resolve, query, scope, aggregate=True, outer=plan)
         assert inner.template is not None and inner.empty is not None
         missing = exp.Is(this=ref(inner.flag), expression=exp.null())
         if inner.calls is not None:  # correlated by a non-equality

@@ -65,7 +65,7 @@ def theta_matches(
     return flagged, [(ref(n), f"{prefix}{n}") for n in names]
 
 
-def _outer_keys(ctx: Context, outer: Plan, pairs: Pairs) -> tuple[Plan, Pairs]:
+def outer_keys(ctx: Context, outer: Plan, pairs: Pairs) -> tuple[Plan, Pairs]:
     """Distinct(π_keys outer), a column ``<inner column>#o`` per pair, and the null-safe
     pairs joining ``outer`` back to it."""
     exprs = tuple((f"{c}#o", e.copy()) for e, c in pairs)
@@ -90,7 +90,7 @@ def outer_values(
     back: list[tuple[exp.Expression, str]] = [
         (ref(name), f"{prefix}{j}") for j, name in enumerate(read)
     ]
-    keys, key_pairs = _outer_keys(ctx, outer, back)
+    keys, key_pairs = outer_keys(ctx, outer, back)
     renamed = {name: key for (_, key), name in zip(key_pairs, read, strict=True)}
 
     def swap(node: exp.Expression) -> exp.Expression:
@@ -111,7 +111,7 @@ def left_join_unique(
     (K ⋈ inner) ⊎ pad(K − π_K(K ⋈ inner)) has one row per key of ``outer``, which
     ``outer`` then joins null-safely. ``outer`` is read once, so stacked left joins stay
     linear in size."""
-    keys, back = _outer_keys(ctx, outer, pairs)
+    keys, back = outer_keys(ctx, outer, pairs)
     inner_pairs = [(ref(k), c) for (_, c), k in zip(pairs, keys.schema.names, strict=True)]
     matched = join(ctx, keys, inner, equalities(inner_pairs, null_safe))
     hits = project(ctx, matched, keys.schema.names)
