@@ -43,15 +43,29 @@ def create_reader(
 
 @dataclass
 class TailSize:
-    """Rows kept at the last compaction and rows appended since."""
+    """Rows kept at the last compaction and rows appended since; of these, the rows with
+    negative weights, when every append since said how many (a base table's)."""
 
     base: int = 0
     appended: int = 0
     empty: bool = False
+    retracted: int = 0
+    retractions_known: bool = False
 
     def due(self) -> bool:
-        """True when the appended tail is large enough to compact."""
-        return self.appended >= max(COMPACT_MIN_ROWS, COMPACT_FRACTION * self.base)
+        """True when compacting would drop enough rows. Where the retracting rows are
+        counted, only they and the rows they cancel are dropped: a tail of inserts (a
+        load in several epochs) is never compacted, which would rewrite the whole table
+        at every epoch (a 75M-row load in 15 epochs consolidated 600M rows). Elsewhere
+        the tail's size stands for what it cancels."""
+        threshold = max(COMPACT_MIN_ROWS, COMPACT_FRACTION * self.base)
+        if self.retractions_known:
+            return 2 * self.retracted >= threshold
+        return self.appended >= threshold
+
+    def compacted(self, rows: int) -> None:
+        """The trace was just compacted to ``rows`` rows."""
+        self.base, self.appended, self.retracted, self.retractions_known = rows, 0, 0, True
 
 
 class Compactor:
@@ -60,10 +74,13 @@ class Compactor:
     def __init__(self) -> None:
         self.sizes: dict[str, TailSize] = {}
 
-    def appended(self, table: str, rows: int, consolidated: bool = False) -> None:
-        """Record ``rows`` appended to ``table``. Consolidated rows (each once) appended to
-        a trace known to be empty leave it compacted: a first load is not compacted again
-        (nor is a view's first contents, appended after an epoch that changed nothing)."""
+    def appended(
+        self, table: str, rows: int, consolidated: bool = False, retracted: int | None = None
+    ) -> None:
+        """Record ``rows`` appended to ``table``, ``retracted`` of them with a negative
+        weight when known. Consolidated rows (each once) appended to a trace known to be
+        empty leave it compacted: a first load is not compacted again (nor is a view's
+        first contents, appended after an epoch that changed nothing)."""
         size = self.sizes.get(table)
         if size is None:
             size = self.sizes[table] = TailSize(empty=False)
@@ -71,18 +88,21 @@ class Compactor:
             size.base = rows
         else:
             size.appended += rows
+            if retracted is None:
+                size.retractions_known = False
+            else:
+                size.retracted += retracted
         size.empty = size.empty and rows == 0
 
     def created(self, table: str) -> None:
         """Record that ``table`` was just created, empty."""
-        self.sizes[table] = TailSize(empty=True)
+        self.sizes[table] = TailSize(empty=True, retractions_known=True)
 
     def compact_due(self, con: duckdb.DuckDBPyConnection, keys: dict[str, Sequence[str]]) -> None:
         """Compact every trace whose tail is due; ``keys`` gives each trace's sort key."""
         for table, size in self.sizes.items():
             if size.due():
-                size.base = compact(con, table, keys.get(table, ()))
-                size.appended = 0
+                size.compacted(compact(con, table, keys.get(table, ())))
 
     def forget(self, table: str) -> None:
         """Stop tracking a dropped trace."""

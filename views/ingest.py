@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 
 from ivm.errors import ExecutionError, IterationLimitError, IvmError, SchemaError
@@ -166,7 +167,7 @@ class Ingest(_Base):
                 for table, rows in runner.commits:
                     self._append(table, rows)
                 for table, rows in commits:  # consolidated changes
-                    self._append(table, rows, consolidated=True)
+                    self._append(table, rows, True, self._retractions.get(table))
         return changed_views
 
     def _table_changes(
@@ -182,6 +183,7 @@ class Ingest(_Base):
         """
         changes: dict[str, str] = {}
         self._changed_rows = {name: batch.num_rows for name, batch in batches.items()}
+        self._retractions = {}
         for name, batch in batches.items():
             table = self._tables[name]
             registered = f"__ivm_batch_{len(changes)}"
@@ -228,9 +230,12 @@ class Ingest(_Base):
         touches), and the index follows the resolved change.
         """
         index = self._row_index(table)
+        trace = self._names.relation_trace(table.name)
+        self._retractions[trace] = None  # unless the change applies as it is
         if index.accepts(hashes):
             if check:
                 self._on_commit.append(lambda: self._index_applied(table.name, index, hashes))
+            self._retractions[trace] = int(np.count_nonzero(hashes.weights < 0))
             return rows
         into = self._names.scratch(table.name, "ingest", "resolved")
         resolved = resolve_change(
@@ -313,11 +318,14 @@ class Ingest(_Base):
             self._unregister_batches()
         return failure
 
-    def _append(self, table: str, rows: str, consolidated: bool = False) -> None:
+    def _append(
+        self, table: str, rows: str, consolidated: bool = False, retracted: int | None = None
+    ) -> None:
         """Append ``rows`` to the trace ``table`` and record how many for compaction
-        (``consolidated``: each row of ``rows`` is there once)."""
+        (``consolidated``: each row of ``rows`` is there once; ``retracted``: how many of
+        them have a negative weight, when known)."""
         count = self._arrangements.append(table, rows)
-        self._compactor.appended(table, count, consolidated)
+        self._compactor.appended(table, count, consolidated, retracted)
 
     def _fetch_change(self, view: str, changed: dict[str, str]) -> pa.Table:
         if view in changed:

@@ -127,6 +127,7 @@ class Session(Surface, Ddl, Ingest, Recompute, ViewState, SavedIndexes):
         self._names = TableNames()
         self._compactor = Compactor()
         self._changed_rows: dict[str, int] = {}  # this epoch's, by table or view
+        self._retractions: dict[str, int | None] = {}  # this epoch's rows of w < 0, by trace
         self._tables: dict[str, TableSchema] = {}
         self._arrow_schemas: dict[str, pa.Schema] = {}
         self._views: dict[str, ViewDef] = {}

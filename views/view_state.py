@@ -241,6 +241,7 @@ class ViewState(_Base):
             self._arrangements.forget(table)
         for key in [k for k in self._operator_memory if k[0] == name]:
             del self._operator_memory[key]
+        self._arrangements.release(name)
 
     def _drop_table_state(self, name: str) -> None:
         """Drop a base table's reader and trace."""

@@ -334,6 +334,22 @@ class Arrangements:
         for key in [k for k in self._readers if k[0] == table]:
             del self._readers[key]
 
+    def release(self, reader: str) -> None:
+        """``reader`` (a dropped view) reads no arrangement any more: drop those it was the
+        last to read (a base table's arrangement outlives a view only while another view
+        reads it; TPC-H's lineitem by l_orderkey holds 4 GB at SF 10)."""
+        for table, key in list(self._readers):
+            readers = self._readers[(table, key)]
+            readers.discard(reader)
+            if readers:
+                continue
+            del self._readers[(table, key)]
+            self._unmerged.pop((table, key), None)
+            by_key = self._arranged.get(table, {})
+            by_key.pop(key, None)
+            if not by_key:
+                self._arranged.pop(table, None)
+
     def clear(self) -> None:
         """Drop every arrangement (rebuilt from the tables when next read)."""
         self._arranged.clear()

@@ -93,6 +93,23 @@ def test_tail_size_is_due():
     assert big.due()
 
 
+def rows_counted(size: TailSize) -> tuple[int, int]:
+    """The rows a tail size counts: kept at the last compaction, appended since."""
+    return size.base, size.appended
+
+
+def test_a_tail_of_inserts_is_never_due_where_retractions_are_counted():
+    size = TailSize(base=10 * traces.COMPACT_MIN_ROWS, retractions_known=True)
+    size.appended = 100 * size.base  # a load in many epochs: nothing to drop
+    assert not size.due()
+    size.retracted = int(traces.COMPACT_FRACTION * size.base / 2) - 1
+    assert not size.due()
+    size.retracted += 1  # the retractions and the rows they cancel: half the base
+    assert size.due()
+    size.compacted(7)
+    assert (size.base, size.appended, size.retracted, size.retractions_known) == (7, 0, 0, True)
+
+
 def test_compactor_compacts_only_due_traces(con, monkeypatch):
     monkeypatch.setattr(traces, "COMPACT_MIN_ROWS", 4)
     create_trace(con, "other", [(c.name, c.type) for c in SCHEMA.columns])
@@ -104,7 +121,7 @@ def test_compactor_compacts_only_due_traces(con, monkeypatch):
     compactor.compact_due(con, {"tr": ("k",), "other": ("k",)})
     assert trace_rows(con) == [("a", 1, 1), ("b", 1, 1)]
     assert len(trace_rows(con, "other")) == 2  # not due: untouched
-    assert compactor.sizes["tr"] == TailSize(base=2, appended=0)
+    assert rows_counted(compactor.sizes["tr"]) == (2, 0)
     assert compactor.sizes["other"].appended == 2
     compactor.forget("other")
     assert "other" not in compactor.sizes
@@ -116,9 +133,9 @@ def test_a_first_load_into_an_empty_trace_is_not_compacted_again(con, monkeypatc
     compactor.created("tr")
     compactor.appended("tr", 0, consolidated=True)  # an epoch that changed nothing
     compactor.appended("tr", 10, consolidated=True)  # the first contents, each row once
-    assert compactor.sizes["tr"] == TailSize(base=10, appended=0)
+    assert rows_counted(compactor.sizes["tr"]) == (10, 0)
     compactor.appended("tr", 10, consolidated=True)  # not empty any more: a tail
-    assert compactor.sizes["tr"] == TailSize(base=10, appended=10)
+    assert rows_counted(compactor.sizes["tr"]) == (10, 10)
 
 
 def test_a_views_first_contents_count_as_its_compacted_base(monkeypatch):
@@ -126,18 +143,18 @@ def test_a_views_first_contents_count_as_its_compacted_base(monkeypatch):
     db = ivm.connect()
     db.execute(DDL)
     trace = db._names.relation_trace("revenue")
-    assert db._compactor.sizes[trace] == TailSize(empty=True)  # created over empty tables
+    assert db._compactor.sizes[trace].empty  # created over empty tables
     orders = pa.table({"id": list(range(20)), "customer": [f"c{i}" for i in range(20)],
                        "amount": list(range(20))})
     db.ingest({"orders": orders})  # the view's first rows: already consolidated
-    assert db._compactor.sizes[trace] == TailSize(base=20, appended=0)
+    assert rows_counted(db._compactor.sizes[trace]) == (20, 0)
 
     later = ivm.connect()
     later.execute("CREATE TABLE orders (id BIGINT PRIMARY KEY, customer VARCHAR, amount BIGINT)")
     later.ingest({"orders": orders})
     later.execute("CREATE VIEW revenue AS SELECT customer, SUM(amount) AS total FROM orders "
                   "GROUP BY customer")  # backfilled: its rows are its base
-    assert later._compactor.sizes[later._names.relation_trace("revenue")] == TailSize(base=20)
+    assert rows_counted(later._compactor.sizes[later._names.relation_trace("revenue")]) == (20, 0)
 
 
 # -- compaction inside a session -----------------------------------------------------------
@@ -280,3 +297,27 @@ def test_compaction_with_persistent_state(tmp_path, monkeypatch):
         assert db.epoch == len(batches)
         for view, sql in RECOMPUTE.items():
             assert rows(db.read(view)) == Counter(db._con.execute(sql).fetchall())
+
+
+def test_a_table_loaded_in_epochs_of_inserts_is_not_compacted_until_rows_are_deleted(
+    monkeypatch,
+):
+    monkeypatch.setattr(traces, "COMPACT_MIN_ROWS", 8)
+    compacted: list[str] = []
+    real = traces.compact
+
+    def counted(con, table, key):
+        compacted.append(table)
+        return real(con, table, key)
+
+    monkeypatch.setattr(traces, "compact", counted)
+    db = ivm.connect()
+    db.execute("CREATE TABLE orders (id BIGINT PRIMARY KEY, amount BIGINT)")
+    trace = db._names.relation_trace("orders")
+    for part in range(10):  # each epoch's tail is as large as all before it
+        db.ingest({"orders": [{"id": part * 20 + i, "amount": i} for i in range(20)]})
+    assert trace not in compacted
+    db.ingest({"orders": [{"id": i, "amount": i % 20, "__w": -1} for i in range(40)]})
+    assert compacted == [trace]  # 40 deletes: 80 rows of 200 go
+    assert trace_sizes(db)[trace.strip('"')] == 160
+    assert rows(db.read("orders")) == Counter((i, i % 20) for i in range(40, 200))

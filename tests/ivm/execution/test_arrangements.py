@@ -112,6 +112,30 @@ def test_dropping_a_table_forgets_its_arrangements() -> None:
     assert db.read("big_customers").to_pylist() == [{"id": 1, "region": "west", "amount": 60}]
 
 
+def test_an_arrangement_goes_with_the_last_view_that_reads_it() -> None:
+    harness = Harness(TABLES)
+    try:
+        run(harness)
+        db = harness.db
+        customers = ('"__ivm_rel_customers"', ("id",))
+
+        def held() -> set[tuple[str, tuple[str, ...]]]:
+            return {(s.table, s.key) for s in db._arrangements.sizes()}
+
+        assert customers in held()
+        db.execute("DROP VIEW big_customers")
+        assert customers in held()  # by_region reads it still
+        db.execute("DROP VIEW by_region")
+        assert customers not in held()
+        assert not [key for key in held() if "by_region" in key[0]]
+        db.ingest("orders", [{"id": 30, "customer": 4, "amount": 5}])  # the rest stays exact
+        query = VIEWS["per_customer"] + " ORDER BY customer"
+        assert db.sql("SELECT * FROM per_customer ORDER BY customer").to_pylist() == (
+            db.sql(query).to_pylist())
+    finally:
+        harness.close()
+
+
 def test_rows_of_colliding_hashes_are_told_apart_by_their_values(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
