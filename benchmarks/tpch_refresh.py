@@ -262,6 +262,74 @@ class Refresh:
             self.reprice(batch.after["part"])
 
 
+class ReplicaRefresh(Refresh):
+    """``Refresh`` whose live orders and lineitems are the tables of a DuckDB replica, for
+    scales whose tables do not fit in memory as Arrow (SF 10: 75M rows). It keeps only the
+    live order keys, the partsupp pairs, the parts' prices, the customers and samples of
+    the free-text columns; RF2 reads the picked orders and their lineitems from ``con``,
+    which must hold the live rows whenever ``next`` is called (the benchmark applies each
+    batch to it after ``ingest``). No updates of the other tables."""
+
+    TEXT_SAMPLE = 200_000
+    """Rows of each free-text column new rows draw from."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, schemas: Mapping[str, pa.Schema],
+                 seed: int = 7, fraction: float = 0.001) -> None:
+        self.con = con
+        self.rng = np.random.default_rng(seed)
+        self.updates = 0
+        self.live = {name: schemas[name].empty_table() for name in ("orders", "lineitem")}
+        self.keys = self._column("SELECT o_orderkey FROM orders").to_numpy()
+        self.size = max(1, round(fraction * len(self.keys)))
+        self.next_key = int(self.keys.max()) + 1
+        self.ps_part = self._column("SELECT ps_partkey FROM partsupp").to_numpy()
+        self.ps_supp = self._column("SELECT ps_suppkey FROM partsupp").to_numpy()
+        part = con.sql("SELECT p_partkey, p_retailprice FROM part").to_arrow_table()
+        self.price = np.zeros(int(pc.max(part["p_partkey"]).as_py()) + 1, dtype=np.int64)
+        self.reprice(part)
+        customers = self._column("SELECT c_custkey FROM customer").to_numpy()
+        self.customers = customers[customers % 3 != 0]
+        self.order_comments = self._sample("o_comment", "orders")
+        self.line_comments = self._sample("l_comment", "lineitem")
+        self.clerks = self._sample("o_clerk", "orders")
+        self._picked = np.empty(0, np.int64)
+
+    def _column(self, sql: str) -> pa.ChunkedArray:
+        return self.con.sql(sql).to_arrow_table().column(0)
+
+    def _sample(self, column: str, table: str) -> pa.ChunkedArray:
+        return self._column(
+            f"SELECT {column} FROM {table} USING SAMPLE {self.TEXT_SAMPLE} ROWS"
+        ).cast(pa.string())
+
+    def next(self, also_delete: Sequence[int] = ()) -> Batch:
+        """RF1 + RF2 as one weighted batch, the deleted rows read from the replica."""
+        new_orders, new_lines = self.new_rows()
+        picked = self.keys[self.rng.choice(len(self.keys), self.size, replace=False)]
+        picked = np.union1d(picked, np.intersect1d(np.asarray(also_delete, np.int64), self.keys))
+        self.con.register("__picked", pa.table({"k": picked}))
+        try:
+            old_orders = self.con.sql(
+                "SELECT * FROM orders SEMI JOIN __picked ON o_orderkey = k"
+            ).to_arrow_table().cast(new_orders.schema)
+            old_lines = self.con.sql(
+                "SELECT * FROM lineitem SEMI JOIN __picked ON l_orderkey = k"
+            ).to_arrow_table().cast(new_lines.schema)
+        finally:
+            self.con.unregister("__picked")
+        self._picked = picked
+        tables = {"orders": weighted(old_orders, new_orders),
+                  "lineitem": weighted(old_lines, new_lines)}
+        return Batch(tables=tables, after={})
+
+    def commit(self, batch: Batch) -> None:
+        """The batch was applied (to ivm and to the replica)."""
+        kept = self.keys[~np.isin(self.keys, self._picked)]
+        new = np.arange(self.next_key, self.next_key + self.size, dtype=np.int64)
+        self.keys = np.concatenate([kept, new])
+        self.next_key += self.size
+
+
 def weighted(deleted: pa.Table, inserted: pa.Table) -> pa.Table:
     """A Z-set: ``deleted`` with weight −1, ``inserted`` with +1."""
     minus = deleted.append_column("__w", pa.array(np.full(deleted.num_rows, -1, dtype=np.int64)))
