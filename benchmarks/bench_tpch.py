@@ -33,7 +33,15 @@ listed with the first line of the error; an error at ingest is reported and the
 run goes on. Schema, data and batches come from ``tpch_workload.py`` and
 ``tpch_refresh.py`` beside this file, which ``tests/test_tpch.py`` runs at SF 0.01 too.
 
+With ``--on-disk`` (for SF 10, whose tables do not fit in memory as Arrow next to two
+databases) ivm's state and the replica are DuckDB files in a scratch directory, each
+DuckDB limited to ``--memory-limit``; orders and lineitem are loaded from the Parquet
+files in epochs of 5M rows (against the replica's ``CREATE TABLE AS`` from the same
+files), and RF2 reads the rows it deletes from the replica (``ReplicaRefresh``).
+``--fraction`` sets a batch's size (0.001 of ORDERS by default: 15k orders at SF 10).
+
     .venv/bin/python benchmarks/bench_tpch.py [--sf 1] [--batches 3] [--only q01,q06]
+        [--on-disk [--scratch DIR] [--memory-limit 5GB]] [--fraction 0.001]
 """
 
 from __future__ import annotations

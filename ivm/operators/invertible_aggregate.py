@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import Enum
 from functools import cached_property
 
 from ivm.functions.aggregates import Invertible
@@ -37,6 +38,13 @@ from ivm.storage.sqltext import key_hash_sql
 COUNT = "__cnt"
 VERSIONS = "versions"
 KEY_HASH = "__ivm_kh"
+
+
+class InMemory(Enum):
+    """What the in-memory step says instead of the versions' SQL."""
+
+    NO_GROUP = "no row of the change reaches a group: no change"
+    UNDECIDED = "the lookup or the step cannot decide: the statement steps"
 
 
 def moment_column(index: int, name: str) -> str:
@@ -99,13 +107,16 @@ class InvertibleAggregate(Operator):
         if keys and fused_join(self.inputs[0]):
             # A join's change is read twice (its groups, then the step): run it once.
             delta = run.materialize(self, "input", delta)
-        versions = self._stepped_in_memory(run, delta) if self.in_memory and run.arranged else None
-        if versions == "":  # no row of the change reached a group
+        stepped = (self._stepped_in_memory(run, delta) if self.in_memory and run.arranged
+                   else InMemory.UNDECIDED)
+        if stepped is InMemory.NO_GROUP:
             return None
-        if versions is None:
+        if stepped is InMemory.UNDECIDED:
             touched = f"SELECT DISTINCT {column_list(keys)} FROM ({delta}) AS __d"
             old = run.read(self, VERSIONS, At(keys, touched) if keys else None, live=True)
             versions = run.materialize(self, "versions", self.step_sql(delta, old))
+        else:
+            versions = stepped
         run.append(self, VERSIONS, versions)
         names = column_list(self.schema.names)
         return f"SELECT {names}, {W} FROM ({versions}) AS v"
@@ -118,19 +129,20 @@ class InvertibleAggregate(Operator):
         fetch, the lookup and an arranged append (TPC-H Q06: 7 against 10 ms)."""
         return bool(self.aggregate.keys) and all(f.compute is not None for f in self.forms)
 
-    def _stepped_in_memory(self, run: Run, delta: str) -> str | None:
+    def _stepped_in_memory(self, run: Run, delta: str) -> str | InMemory:
         """SQL reading this epoch's group versions, stepped in memory: the change's partial
         sums and key hashes in one statement, the touched groups' versions looked up in
-        their arrangement, the rest in numpy. "" when the change touches no group; None
-        when the lookup or the step cannot decide (the statement steps then)."""
+        their arrangement, the rest in numpy. ``InMemory.NO_GROUP`` when the change
+        touches no group; ``InMemory.UNDECIDED`` when the lookup or the step cannot
+        decide (the statement steps then)."""
         keys = self.aggregate.keys
         partials = run.fetch(self, self.hashed_partials_sql(delta))
         if partials.num_rows == 0:
-            return ""
+            return InMemory.NO_GROUP
         hashes = partials.column(KEY_HASH).to_numpy()
         found = run.lookup(self, VERSIONS, partials.select(list(keys)), hashes)
         if found is None:
-            return None
+            return InMemory.UNDECIDED
         old, at = found
         calls = [
             Call(call.name, form, {m.name: moment_column(j, m.name) for m in form.moments},
@@ -141,7 +153,7 @@ class InvertibleAggregate(Operator):
             keys, COUNT, self.moment_names(), calls, self.state.names, partials, old, at
         )
         if rows is None:
-            return None
+            return InMemory.UNDECIDED
         typed = ", ".join(
             f"CAST({quote(c.name)} AS {c.type}) AS {quote(c.name)}" for c in self.state.columns
         )
