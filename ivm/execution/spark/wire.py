@@ -17,13 +17,13 @@ catalog-facing schema of a table or view.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
 
 from ivm.errors import UnsupportedSQL
+from ivm.functions.aggregates import decimal_scale
 from ivm.schema import WEIGHT, Schema, quote
 
 
@@ -63,7 +63,6 @@ _SIMPLE: dict[str, tuple[str, pa.DataType, str]] = {
     "TIMESTAMP": ("TIMESTAMP", pa.timestamp("us"), "timestamp_ntz"),
     "TIMESTAMP WITH TIME ZONE": ("TIMESTAMPTZ", pa.timestamp("us", tz="UTC"), "timestamp"),
 }
-_DECIMAL = re.compile(r"DECIMAL\((\d+),\s*(\d+)\)")
 
 
 def wire_type(duckdb_type: str) -> WireType:
@@ -72,9 +71,9 @@ def wire_type(duckdb_type: str) -> WireType:
     if spelled in _SIMPLE:
         carrier, arrow, spark = _SIMPLE[spelled]
         return WireType(duckdb_type, carrier, arrow, spark)
-    match = _DECIMAL.fullmatch(spelled)
-    if match:
-        precision, scale = int(match[1]), int(match[2])
+    decimal = decimal_scale(spelled)
+    if decimal is not None:
+        precision, scale = decimal
         spark = f"decimal({precision},{scale})"
         return WireType(duckdb_type, spelled, pa.decimal128(precision, scale), spark)
     if spelled.endswith("[]"):  # a LIST: its elements travel as their own carrier
