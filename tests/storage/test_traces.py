@@ -100,11 +100,13 @@ def rows_counted(size: TailSize) -> tuple[int, int]:
 
 def test_a_tail_of_inserts_is_never_due_where_retractions_are_counted():
     size = TailSize(base=10 * traces.COMPACT_MIN_ROWS, retractions_known=True)
-    size.appended = 100 * size.base  # a load in many epochs: nothing to drop
+    size.appended = 99 * size.base  # a load in many epochs: nothing to drop
     assert not size.due()
-    size.retracted = int(traces.COMPACT_FRACTION * size.base / 2) - 1
-    assert not size.due()
-    size.retracted += 1  # the retractions and the rows they cancel: half the base
+    rows = size.base + size.appended
+    # the retractions and the rows they cancel against the rest: due at half the live rows
+    size.retracted = int(rows * traces.COMPACT_FRACTION / (2 + 2 * traces.COMPACT_FRACTION))
+    assert not size.due()  # (against the first epoch's rows only, long due already)
+    size.retracted += 1
     assert size.due()
     size.compacted(7)
     assert (size.base, size.appended, size.retracted, size.retractions_known) == (7, 0, 0, True)
