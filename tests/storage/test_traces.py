@@ -319,7 +319,9 @@ def test_a_table_loaded_in_epochs_of_inserts_is_not_compacted_until_rows_are_del
     for part in range(10):  # each epoch's tail is as large as all before it
         db.ingest({"orders": [{"id": part * 20 + i, "amount": i} for i in range(20)]})
     assert trace not in compacted
-    db.ingest({"orders": [{"id": i, "amount": i % 20, "__w": -1} for i in range(40)]})
-    assert compacted == [trace]  # 40 deletes: 80 rows of 200 go
+    db.ingest({"orders": [{"id": i, "amount": i % 20, "__w": -1} for i in range(10)]})
+    assert trace not in compacted  # 20 rows to drop of 200: not half the first epoch's 20
+    db.ingest({"orders": [{"id": i, "amount": i % 20, "__w": -1} for i in range(10, 40)]})
+    assert compacted == [trace]  # 40 deletes: 80 rows of 200 go, half the 120 left
     assert trace_sizes(db)[trace.strip('"')] == 160
     assert rows(db.read("orders")) == Counter((i, i % 20) for i in range(40, 200))
