@@ -178,12 +178,11 @@ def decorrelate(
             query.set("expressions", [exp.alias_(e.copy(), n) for n, e in outputs])
             if key_exprs:
                 query.set("group", exp.Group(expressions=[e.copy() for _, e in key_exprs]))
-                if outer is not None:
-                    pairs_back = [(outer_sql(o), f"{alias}.__k{i}")
-                                  for i, o in enumerate(outer_exprs)]
-                    scope = _magic_set(ctx, alias, query, scope, outer, pairs_back, key_exprs)
-            inner = _renamed(ctx, alias, ctx.query(query, scope),
-                             [outer_sql(o) for o in outer_exprs], None)
+            over_outer = [outer_sql(o) for o in outer_exprs]
+            if key_exprs and outer is not None:
+                pairs_back = [(o, f"{alias}.__k{i}") for i, o in enumerate(over_outer)]
+                scope = _magic_set(ctx, alias, query, scope, outer, pairs_back, key_exprs)
+            inner = _renamed(ctx, alias, ctx.query(query, scope), over_outer, None)
 
         def over(empty: bool) -> exp.Expression:
             def swap(n: exp.Expression) -> exp.Expression:

@@ -171,7 +171,22 @@ def _matched_keys(ctx: Context, right: Plan, split: SplitCondition) -> Plan:
     if not exprs:
         exprs = ((f"{PREFIX}any", exp.true()),)
     keys = ctx.typed(Project(schema=source.schema, input=source, exprs=exprs))
+    if holds_each_row_once(keys):
+        return keys
     return ctx.typed(Distinct(schema=keys.schema, input=keys))
+
+
+def holds_each_row_once(plan: Plan) -> bool:
+    """Whether ``plan`` is a Distinct's rows under renames only (each projection lists
+    every column of its input once, as a plain column): distinct already, so another
+    Distinct over it would keep the same rows in a second trace (a magic set's keys,
+    ``decorrelate._magic_set``, are such a Distinct)."""
+    while isinstance(plan, Project):
+        read = [e.name for _, e in plan.exprs if isinstance(e, exp.Column)]
+        if len(read) != len(plan.exprs) or sorted(read) != sorted(plan.input.schema.names):
+            return False
+        plan = plan.input
+    return isinstance(plan, Distinct)
 
 
 def _equality(left: exp.Expression, right: exp.Expression, null_safe: bool) -> exp.Expression:
