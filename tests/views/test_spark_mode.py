@@ -20,7 +20,7 @@ from oracle.harness import Epoch, Harness, rows_of
 from oracle.spark import SPARK_PARTITIONS
 
 import ivm
-from ivm.execution.spark.executor import FailurePoint
+from ivm.execution.spark.tasks import FailurePoint
 from ivm.storage.partitions import PartitionLog
 
 ORDERS = (

@@ -10,9 +10,9 @@ An ingest is one epoch:
 1. each batch becomes a DataFrame (Spark DataFrames are normalized on the
    executors) and goes through its table's stage, which checks it against the
    stored rows and appends it;
-2. every affected view runs its stages, in waves of views that do not read each
-   other, submitted at once (``ivm.views.spark.concurrent_jobs``; a view reading
-   another view reads that view's change of the same epoch);
+2. every affected view runs its stages (a view reading another view reads that
+   view's change of the same epoch); 1 and 2 are one Spark job
+   (``ivm.execution.spark.epoch_job``);
 3. only when every stage succeeded does the driver commit the epoch.
 
 Each task carries the epoch, the last committed epoch and a token naming this
@@ -46,15 +46,13 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from ivm.circuit.circuit import Circuit
 from ivm.circuit.incrementalize import incrementalize
 from ivm.errors import ExecutionError, IvmError, StateError
-from ivm.execution.spark.executor import (
-    FailurePoint,
-    SparkEpoch,
-    reads,
-    translate_error,
-)
+from ivm.execution.spark.epoch_job import TableRun, ViewRun, run_epoch
+from ivm.execution.spark.executor import SparkEpoch, translate_error
+from ivm.execution.spark.job_session import JobSession
 from ivm.execution.spark.spark_types import spark_struct
 from ivm.execution.spark.stage_task import Ticket, stage_traces
 from ivm.execution.spark.stages import Stage, table_stage, view_stages
+from ivm.execution.spark.tasks import FailurePoint, TaskTimes, failed_view
 from ivm.execution.spark.wire import arrow_schema, conform, from_wire_sql, to_wire_sql
 from ivm.operators.base import STATE_FORMAT
 from ivm.passes import optimize
@@ -76,7 +74,6 @@ from ivm.views.definitions import ViewDef
 from ivm.views.diagnose import named
 from ivm.views.session import Session
 from ivm.views.spark.batches import normalize_task
-from ivm.views.spark.concurrent_jobs import at_once, view_job, waves
 from ivm.views.spark.quiet import quiet_tasks
 from ivm.views.spark.reads import SparkReads
 from ivm.views.spark.source import IvmDataSource
@@ -108,8 +105,11 @@ class SparkModeSession(SparkReads, Session):
             raise IvmError(f"partitions must be a positive integer, not {partitions!r}")
         check_workers(spark)
         self.spark = spark
+        self._jobs = JobSession(spark)  # where epochs run: the same SparkContext, AQE off
         self.partitions = partitions or 0  # settled by _check_mode
         self.failure: FailurePoint | None = None  # test hook: make chosen tasks fail
+        # Stage tasks add their seconds here, by table or view (``stats``, ``explain``).
+        self._task_times = spark.sparkContext.accumulator({}, TaskTimes())
         # Stages by the circuit (or table schema) object they were cut from: a view
         # replaced or a DDL rolled back leaves a stale entry, never a wrong one.
         self._stages: dict[int, tuple[object, list[Stage]]] = {}
@@ -235,11 +235,13 @@ class SparkModeSession(SparkReads, Session):
             shutil.rmtree(directory, ignore_errors=True)
         self._on_rollback.append(lambda: shutil.rmtree(directory, ignore_errors=True))
         ticket = self._ticket(epoch=self.epoch, backfill=True)
+        # In the user's session: the ``ivm`` data source is registered there (and AQE's cost
+        # is paid once per view, not per epoch).
         epoch = SparkEpoch(self.spark, self.partitions, ticket, self.failure)
         for source in view.sources:
             epoch.changes[source] = self._frame(source, form="zset")
         try:
-            output = epoch.run_view(directory, self._stages_of(name))
+            output = epoch.run_view(directory, self._stages_of(name), name)
             if output is not None:  # run every stage, without bringing the rows to the driver
                 output.write.format("noop").mode("overwrite").save()
         except BaseException as error:
@@ -296,7 +298,7 @@ class SparkModeSession(SparkReads, Session):
         if isinstance(batch, DataFrame):
             # Column names, change format and types are checked here, values on the executors.
             normalize_batch(to_arrow_schema(batch.schema).empty_table(), table, arrow)
-            return batch.mapInArrow(
+            return self._jobs.adopt(batch).mapInArrow(
                 functools.partial(normalize_task, table, arrow, dict(self.settings)), struct
             )
         change = normalize_batch(batch, table, arrow)
@@ -308,58 +310,41 @@ class SparkModeSession(SparkReads, Session):
             wire_table = conform(wire.to_arrow_table(), arrow_schema(table.schema))
         finally:
             self._con.unregister("__ivm_batch")
-        return self.spark.createDataFrame(wire_table, schema=struct)
+        return self._jobs.spark.createDataFrame(wire_table, schema=struct)
 
     def _run_epoch(self, frames: dict[str, DataFrame | None], ticket: Ticket) -> dict[str, str]:
-        """Run every stage of the epoch; returns the changed views' changes (driver temp tables)."""
-        epoch = SparkEpoch(self.spark, self.partitions, ticket, self.failure)
-        uses = self._uses(set(frames))
-        tables = []
-        for name, frame in frames.items():
-            if frame is not None:
-                (stage,) = self._stages_of(name)
-                tables.append((name, stage, self._directory(name) / stage.name, frame))
-        # A change read once is chained into its reader's job; else it runs now, once.
-        table_runs = at_once([
-            functools.partial(epoch.run_stage, stage, directory, [frame], uses[name] != 1)
-            for name, stage, directory, frame in tables
-        ])
-        for (name, *_), outcome in zip(tables, table_runs, strict=True):
-            if isinstance(outcome, BaseException):
-                raise outcome  # the first table's failure, in order
-            if outcome is not None:
-                epoch.changes[name] = outcome
+        """Run the epoch as one Spark job; returns the changed views' changes (driver temp
+        tables)."""
+        self._task_times.value = {}
+        self._jobs.sync()
+        epoch = SparkEpoch(
+            self._jobs.spark, self.partitions, ticket, self.failure, self._task_times
+        )
+        tables = [
+            TableRun(name, stage, self._directory(name), frame)
+            for name, frame in frames.items()
+            if frame is not None
+            for stage in self._stages_of(name)
+        ]
+        views = [
+            ViewRun(v.name, self._stages_of(v.name), self._directory(v.name), v.schema,
+                    frozenset(v.sources))
+            for v in self._views.values()
+        ]
+        try:
+            collected = run_epoch(epoch, tables, views)
+        except BaseException as error:
+            translated = translate_error(error)
+            view = failed_view(error)
+            if translated is None or isinstance(translated, StateError) or view is None:
+                raise
+            raise named(translated, view) from error
+        times = self._task_times.value
         changed: dict[str, str] = {}
-        for wave in waves(list(self._views.values())):
-            runs = [v for v in wave if v.sources & set(epoch.changes)]
-            outcomes = at_once([  # the driver's DuckDB connection is used here, not in jobs
-                view_job(epoch, self._directory(v.name), self._stages_of(v.name)) for v in runs
-            ])
-            for view, outcome in zip(runs, outcomes, strict=True):  # the first failure
-                if isinstance(outcome, BaseException):
-                    translated = translate_error(outcome)
-                    if translated is None or isinstance(translated, StateError):
-                        raise outcome
-                    raise named(translated, view.name) from outcome
-            for view, outcome in zip(runs, outcomes, strict=True):
-                if outcome is None or isinstance(outcome, BaseException):
-                    continue
-                collected, seconds = outcome
-                self._profile.views[view.name] = seconds
-                changed[view.name] = self._collect(view.name, collected)
-                epoch.changes[view.name] = self.spark.createDataFrame(
-                    collected, schema=spark_struct(view.schema)
-                )
+        for name, change in collected.items():
+            self._profile.views[name] = times.get(name, (0.0, 0))[0]
+            changed[name] = self._collect(name, change)
         return {name: changed[name] for name in self._views if name in changed}
-
-    def _uses(self, tables: set[str]) -> dict[str, int]:
-        """How many stage inputs read each table's change this epoch (views on views included)."""
-        uses = dict.fromkeys(tables, 0)
-        for view in self._views.values():
-            for source, count in reads(self._stages_of(view.name))[1].items():
-                if source in uses:
-                    uses[source] += count
-        return uses
 
     def _collect(self, view: str, collected: pa.Table) -> str:
         """Keep a view's change (wire) on the driver with DuckDB types; returns its temp table."""

@@ -6,8 +6,10 @@ into one *wide* DataFrame whose column ``__p`` is each row's bucket,
 ``pmod(hash(key), P)``; it is shuffled so that bucket ``b`` lands in shuffle
 partition ``b`` (``repartition`` by a per-bucket salt) and ``mapInArrow`` hands
 each bucket's rows to ``ivm.execution.spark.stage_task.apply_partition``, which applies them to
-partition file ``b``. Stages are chained lazily: a view's stages run as one
-Spark job when its change is collected; a change read twice is checkpointed.
+partition file ``b``. Stages are chained lazily, as one DataFrame plan: an epoch runs
+every stage of every table and view as one Spark job (``ivm.execution.spark.epoch_job``).
+A change read more than once passes through an exchange of its own, which Spark
+reuses for every reader (``ReuseExchange``), so its stage runs once.
 
 Linear operators between stages (filter, project, UNION ALL) run in
 ``mapInArrow`` too, as DuckDB SQL over each Arrow batch: no state, no shuffle.
@@ -26,17 +28,11 @@ from __future__ import annotations
 
 import functools
 import re
-import uuid
 from collections import Counter
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import duckdb
-import pyarrow as pa
-import pyarrow.compute as pc
 from py4j.protocol import Py4JJavaError
-from pyspark import TaskContext
+from pyspark.accumulators import Accumulator
 from pyspark.errors import AnalysisException, ParseException, PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -44,103 +40,24 @@ from pyspark.sql import functions as F
 from ivm import errors
 from ivm.execution.failures import NOT_IVMS_FAULT, duckdb_text, internal_message
 from ivm.execution.spark.spark_types import spark_struct
-from ivm.execution.spark.stage_task import Ticket, apply_partition, configure, constant_change
+from ivm.execution.spark.stage_task import Ticket
 from ivm.execution.spark.stages import Stage, linear_sql
+from ivm.execution.spark.tasks import (
+    BUCKET,
+    FailurePoint,
+    TaskLabel,
+    applied,
+    constant_task,
+    labeled,
+    linear_task,
+)
 from ivm.execution.spark.wire import (
-    arrow_schema,
-    conform,
-    from_wire_sql,
-    to_wire_sql,
     wire_types,
 )
 from ivm.operators.base import Operator
 from ivm.schema import WEIGHT, Schema
 
-BUCKET = "__p"
-"""Column of a stage's input holding the partition (bucket) each row belongs to."""
-
 _SALTS: dict[int, list[int]] = {}
-
-
-@dataclass(frozen=True)
-class FailurePoint:
-    """Test hook: tasks of the stages whose directory contains ``stage`` raise.
-
-    ``after_write``: after applying their epoch (else before); ``attempts``: on these
-    task attempt numbers only (None: on every attempt, so the job fails).
-    """
-
-    stage: str
-    after_write: bool = True
-    attempts: tuple[int, ...] | None = (0,)
-    marker: str | None = None  # a directory where each injected failure leaves a file
-
-    def raise_in(self, directory: str, attempt: int) -> None:
-        """Raise InjectedFailure (leaving a marker file when asked)."""
-        where = "after" if self.after_write else "before"
-        if self.marker is not None:
-            name = f"{uuid.uuid4().hex}-attempt{attempt}"
-            (Path(self.marker) / name).write_text(directory)
-        raise InjectedFailure(f"injected failure {where} writing {directory} (attempt {attempt})")
-
-
-class InjectedFailure(RuntimeError):
-    """Raised by a task a ``FailurePoint`` selects."""
-
-
-def _stage_task(
-    stage: Stage,
-    directory: str,
-    ticket: Ticket,
-    failure: FailurePoint | None,
-    batches: Iterator[pa.RecordBatch],
-) -> Iterator[pa.RecordBatch]:
-    received = list(batches)
-    if not received:
-        return
-    wide = pa.Table.from_batches(received)
-    context = TaskContext.get()
-    attempt = context.attemptNumber() if context is not None else 0
-    fail = (
-        failure is not None
-        and failure.stage in directory
-        and (failure.attempts is None or attempt in failure.attempts)
-    )
-    if fail and failure is not None and not failure.after_write:
-        failure.raise_in(directory, attempt)
-    # The bucket travels with the rows: Spark's task and partition numbers change when
-    # stages are chained (a union renumbers its inputs' partitions).
-    for bucket in sorted(pc.unique(wide.column(BUCKET)).to_pylist()):
-        rows = wide.filter(pc.equal(wide.column(BUCKET), bucket))
-        yield from apply_partition(stage, Path(directory), bucket, ticket, rows).to_batches()
-    if fail and failure is not None:
-        failure.raise_in(directory, attempt)
-
-
-def _linear_task(
-    sql: str, leaf: Schema, result: Schema, ticket: Ticket, batches: Iterator[pa.RecordBatch]
-) -> Iterator[pa.RecordBatch]:
-    received = list(batches)
-    if not received:
-        return
-    con = duckdb.connect()
-    try:
-        configure(con, ticket)
-        con.register("__ivm_in", pa.Table.from_batches(received))
-        con.execute(
-            f"CREATE TEMP TABLE __ivm_leaf AS {from_wire_sql('SELECT * FROM __ivm_in', leaf)}"
-        ).fetchall()
-        table = con.sql(to_wire_sql(sql, result)).to_arrow_table()
-    finally:
-        con.close()
-    yield from conform(table, arrow_schema(result)).to_batches()
-
-
-def _constant_task(
-    op: Operator, ticket: Ticket, batches: Iterator[pa.RecordBatch]
-) -> Iterator[pa.RecordBatch]:
-    for _ in batches:  # one row: this task is the only one
-        yield from constant_change(op, ticket).to_batches()
 
 
 class SparkEpoch:
@@ -152,11 +69,13 @@ class SparkEpoch:
         partitions: int,
         ticket: Ticket,
         failure: FailurePoint | None = None,
+        times: Accumulator[dict[str, tuple[float, int]]] | None = None,
     ) -> None:
         self.spark = spark
         self.partitions = partitions
         self.ticket = ticket
         self.failure = failure
+        self.times = times  # each stage task adds its seconds here, by table or view
         self.changes: dict[str, DataFrame] = {}  # table or view name -> its change (wire)
 
     def run_stage(
@@ -164,13 +83,16 @@ class SparkEpoch:
         stage: Stage,
         directory: Path,
         inputs: list[DataFrame | None],
-        checkpoint: bool = False,
+        shared: bool = False,
+        owner: tuple[str, bool] | None = None,
     ) -> DataFrame | None:
         """The output change of ``stage`` applied to every partition, as a lazy DataFrame.
 
-        Nothing runs until an action reads it. With ``checkpoint`` the stage runs now
-        and its output is kept, for a change read more than once (running a stage
-        again is correct, each task re-emits what it stored, but costs a job).
+        Nothing runs until an action reads it. A ``shared`` change (read more than once)
+        ends in an exchange of its own, which Spark reuses for each of its readers in
+        the same job: the stage runs once (running it again would be correct, each
+        task re-emitting what it stored, but costs its tasks again). ``owner``: the table
+        or view the stage belongs to, and whether it is a view (named in its errors).
         """
         wide = self._wide(stage, inputs)
         if wide is None:
@@ -182,24 +104,28 @@ class SparkEpoch:
             )
         else:
             wide = wide.repartition(1)
-        task = functools.partial(_stage_task, stage, str(directory), self.ticket, self.failure)
+        label = TaskLabel(*owner, self.times) if owner is not None else None
+        apply = functools.partial(applied, stage, str(directory), self.ticket, self.failure)
+        task = functools.partial(labeled, label, apply)
         output = wide.mapInArrow(task, spark_struct(stage.output))
-        return output.localCheckpoint(eager=True) if checkpoint else output
+        return share(output, self.partitions) if shared else output
 
-    def run_view(self, directory: Path, stages: list[Stage]) -> DataFrame | None:
-        """The view's change (None if it has none), all its stages chained lazily."""
+    def run_view(self, directory: Path, stages: list[Stage], view: str) -> DataFrame | None:
+        """The change of ``view`` (None if it has none), all its stages chained lazily."""
         uses, _ = reads(stages)
         outputs: dict[str, DataFrame | None] = {}
         glued: dict[str, DataFrame | None] = {}
         result = None
         for stage in stages:
             inputs = [
-                self._glue(s.carried.leaf if s.carried else s.stream, outputs, glued)
+                self._glue(s.carried.leaf if s.carried else s.stream, outputs, glued, view)
                 for s in stage.inputs
                 if s.stream
             ]
             shared = stage.produces is not None and uses[stage.produces] > 1
-            result = self.run_stage(stage, directory / stage.name, inputs, checkpoint=shared)
+            result = self.run_stage(
+                stage, directory / stage.name, inputs, shared, owner=(view, True)
+            )
             if stage.produces is not None:
                 outputs[stage.produces] = result
         return result
@@ -211,6 +137,7 @@ class SparkEpoch:
         op: Operator,
         outputs: dict[str, DataFrame | None],
         glued: dict[str, DataFrame | None],
+        view: str,
     ) -> DataFrame | None:
         """The change of ``op`` as a DataFrame, from stage outputs and sources."""
         if op.fingerprint in outputs:
@@ -223,9 +150,9 @@ class SparkEpoch:
         elif not op.inputs:  # reads no relation: a constant, which changes at a backfill only
             result = self._constant(op) if self.ticket.backfill else None
         elif op.linear and len(op.inputs) == 1:
-            result = self._linear_chain(op, outputs, glued)
+            result = self._linear_chain(op, outputs, glued, view)
         elif op.linear:  # the signed sum of its inputs
-            parts = [self._glue(i, outputs, glued) for i in op.inputs]
+            parts = [self._glue(i, outputs, glued, view) for i in op.inputs]
             present = [
                 _conformed(p, op.schema, sign)
                 for p, sign in zip(parts, op.input_signs(), strict=True)
@@ -241,7 +168,7 @@ class SparkEpoch:
         """The rows of a constant leaf as a change, made by one task from the plan; the stage
         reading them hashes them to its partitions like any change (so each row lands in
         exactly one partition, the one its key belongs to) and keeps them if it must."""
-        task = functools.partial(_constant_task, op, self.ticket)
+        task = functools.partial(constant_task, op, self.ticket)
         return self.spark.range(0, 1, numPartitions=1).mapInArrow(task, spark_struct(op.schema))
 
     def _linear_chain(
@@ -249,18 +176,21 @@ class SparkEpoch:
         op: Operator,
         outputs: dict[str, DataFrame | None],
         glued: dict[str, DataFrame | None],
+        view: str,
     ) -> DataFrame | None:
-        """One-input linear operators down to the next other input, as one SQL query."""
+        """One-input linear operators down to the next other input, as one SQL query (its
+        tasks named after ``view`` in their errors)."""
         chain = []
         leaf = op
         while leaf.linear and len(leaf.inputs) == 1 and leaf.fingerprint not in outputs:
             chain.append(leaf)
             leaf = leaf.inputs[0]
-        source = self._glue(leaf, outputs, glued)
+        source = self._glue(leaf, outputs, glued, view)
         if source is None:
             return None
         sql = linear_sql(chain, "SELECT * FROM __ivm_leaf")
-        task = functools.partial(_linear_task, sql, leaf.schema, op.schema, self.ticket)
+        linear = functools.partial(linear_task, sql, leaf.schema, op.schema, self.ticket)
+        task = functools.partial(labeled, TaskLabel(view, view=True), linear)
         return source.mapInArrow(task, spark_struct(op.schema))
 
     def _wide(self, stage: Stage, inputs: list[DataFrame | None]) -> DataFrame | None:
@@ -314,6 +244,13 @@ class SparkEpoch:
             salts = {int(r["b"]): int(r["salt"]) for r in found}
             _SALTS[self.partitions] = [salts[b] for b in range(self.partitions)]
         return _SALTS[self.partitions]
+
+
+def share(change: DataFrame, partitions: int) -> DataFrame:
+    """``change`` behind an exchange of its own: every reader of the returned DataFrame in
+    one job reads that exchange's output (Spark reuses an exchange whose plan is the
+    same), so what is below it runs once."""
+    return change.repartition(partitions)
 
 
 def reads(stages: list[Stage]) -> tuple[Counter[str], Counter[str]]:

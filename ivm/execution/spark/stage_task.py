@@ -39,6 +39,7 @@ from ivm.storage.partitions import (
     PartitionLog,
     attached_partition,
     compact_due,
+    host_cursor,
     partition_file,
 )
 from ivm.storage.settings import apply
@@ -109,7 +110,7 @@ def check_fence(ticket: Ticket) -> None:
 def constant_change(op: Operator, ticket: Ticket) -> pa.Table:
     """The change this epoch of ``op``, a leaf that reads no relation (a VALUES list), on the
     wire: the operator computes it from ``Run.backfill`` alone (its rows at a backfill)."""
-    con = duckdb.connect()
+    con = host_cursor()
     try:
         configure(con, ticket)
         change = EpochRunner(con, NAMES, {}, backfill=ticket.backfill).change(op)

@@ -1,0 +1,172 @@
+"""What an epoch's Spark tasks run (inside ``mapInArrow``): a stage applied to its
+partitions (``stage_task.apply_partition``), linear operators between stages, a constant
+leaf's rows; each labelled with the table or view it works for, so that a failing task
+names its view and every task's seconds are counted.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark import TaskContext
+from pyspark.accumulators import Accumulator, AccumulatorParam
+
+from ivm.execution.spark.stage_task import Ticket, apply_partition, configure, constant_change
+from ivm.execution.spark.stages import Stage
+from ivm.execution.spark.wire import arrow_schema, conform, from_wire_sql, to_wire_sql
+from ivm.operators.base import Operator
+from ivm.schema import Schema
+from ivm.storage.partitions import host_cursor
+
+BUCKET = "__p"
+"""Column of a stage's input holding the partition (bucket) each row belongs to."""
+
+
+@dataclass(frozen=True)
+class FailurePoint:
+    """Test hook: tasks of the stages whose directory contains ``stage`` raise.
+
+    ``after_write``: after applying their epoch (else before); ``attempts``: on these
+    task attempt numbers only (None: on every attempt, so the job fails).
+    """
+
+    stage: str
+    after_write: bool = True
+    attempts: tuple[int, ...] | None = (0,)
+    marker: str | None = None  # a directory where each injected failure leaves a file
+
+    def raise_in(self, directory: str, attempt: int) -> None:
+        """Raise InjectedFailure (leaving a marker file when asked)."""
+        where = "after" if self.after_write else "before"
+        if self.marker is not None:
+            name = f"{uuid.uuid4().hex}-attempt{attempt}"
+            (Path(self.marker) / name).write_text(directory)
+        raise InjectedFailure(f"injected failure {where} writing {directory} (attempt {attempt})")
+
+
+class InjectedFailure(RuntimeError):
+    """Raised by a task a ``FailurePoint`` selects."""
+
+
+class TaskTimes(AccumulatorParam):
+    """A Spark accumulator of (seconds, tasks) per table or view: what its stage tasks spent."""
+
+    def zero(self, value: dict[str, tuple[float, int]]) -> dict[str, tuple[float, int]]:
+        return {}
+
+    def addInPlace(
+        self, value1: dict[str, tuple[float, int]], value2: dict[str, tuple[float, int]]
+    ) -> dict[str, tuple[float, int]]:
+        for name, (seconds, tasks) in value2.items():
+            old_seconds, old_tasks = value1.get(name, (0.0, 0))
+            value1[name] = (old_seconds + seconds, old_tasks + tasks)
+        return value1
+
+
+@dataclass(frozen=True)
+class TaskLabel:
+    """Whose stage a task runs (a table's or a view's): a view is named in its errors, and
+    each task adds its seconds to ``times``."""
+
+    relation: str
+    view: bool
+    times: Accumulator[dict[str, tuple[float, int]]] | None = None
+
+    def note(self) -> str:
+        """The line a failing task adds to its exception (read back by ``failed_view``)."""
+        return f"{_VIEW_NOTE} {json.dumps(self.relation)}"
+
+
+_VIEW_NOTE = "ivm stage of view"
+_VIEW_NOTE_LINE = re.compile(rf"^{_VIEW_NOTE} (\".*\")$", re.MULTILINE)
+
+
+def failed_view(error: BaseException) -> str | None:
+    """The view whose stage task raised ``error`` (a failed Spark job), if a task said so."""
+    match = _VIEW_NOTE_LINE.search(str(error))
+    return json.loads(match[1]) if match else None
+
+
+def labeled(
+    label: TaskLabel | None,
+    task: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+    batches: Iterator[pa.RecordBatch],
+) -> Iterator[pa.RecordBatch]:
+    """Run ``task`` on ``batches`` as the task of ``label``'s table or view: a view's task
+    names it in its errors; the task's seconds are added to ``label.times``."""
+    start = time.perf_counter()
+    try:
+        yield from task(batches)
+    except Exception as error:
+        if label is not None and label.view:
+            error.add_note(label.note())
+        raise
+    if label is not None and label.times is not None:
+        label.times.add({label.relation: (time.perf_counter() - start, 1)})
+
+
+def applied(
+    stage: Stage,
+    directory: str,
+    ticket: Ticket,
+    failure: FailurePoint | None,
+    batches: Iterator[pa.RecordBatch],
+) -> Iterator[pa.RecordBatch]:
+    """Apply the epoch's rows of ``stage`` (a wide table, ``BUCKET`` naming each row's
+    partition) to each partition they fall in; yields the partitions' output changes."""
+    received = list(batches)
+    if not received:
+        return
+    wide = pa.Table.from_batches(received)
+    context = TaskContext.get()
+    attempt = context.attemptNumber() if context is not None else 0
+    fail = (
+        failure is not None
+        and failure.stage in directory
+        and (failure.attempts is None or attempt in failure.attempts)
+    )
+    if fail and failure is not None and not failure.after_write:
+        failure.raise_in(directory, attempt)
+    # The bucket travels with the rows: Spark's task and partition numbers change when
+    # stages are chained (a union renumbers its inputs' partitions).
+    for bucket in sorted(pc.unique(wide.column(BUCKET)).to_pylist()):
+        rows = wide.filter(pc.equal(wide.column(BUCKET), bucket))
+        yield from apply_partition(stage, Path(directory), bucket, ticket, rows).to_batches()
+    if fail and failure is not None:
+        failure.raise_in(directory, attempt)
+
+
+def linear_task(
+    sql: str, leaf: Schema, result: Schema, ticket: Ticket, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """Linear operators (``sql`` over table ``__ivm_leaf``) on a change, as DuckDB SQL."""
+    received = list(batches)
+    if not received:
+        return
+    con = host_cursor()
+    try:
+        configure(con, ticket)
+        con.register("__ivm_in", pa.Table.from_batches(received))
+        con.execute(
+            f"CREATE TEMP TABLE __ivm_leaf AS {from_wire_sql('SELECT * FROM __ivm_in', leaf)}"
+        ).fetchall()
+        table = con.sql(to_wire_sql(sql, result)).to_arrow_table()
+    finally:
+        con.close()
+    yield from conform(table, arrow_schema(result)).to_batches()
+
+
+def constant_task(
+    op: Operator, ticket: Ticket, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """The rows of constant leaf ``op`` (made by the one task of a one-row input)."""
+    for _ in batches:  # one row: this task is the only one
+        yield from constant_change(op, ticket).to_batches()
