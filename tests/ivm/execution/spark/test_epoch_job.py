@@ -13,6 +13,7 @@ from oracle.spark import SPARK_PARTITIONS
 
 import ivm
 from ivm.execution.spark.epoch_job import reading_order
+from ivm.execution.spark.executor import bucket_salts
 
 VIEWS = {
     "per_customer": "SELECT customer, SUM(amount) AS total, COUNT(*) AS n FROM orders "
@@ -34,9 +35,11 @@ def test_a_view_comes_after_the_views_it_reads() -> None:
     assert [v.name for v in reading_order(views)] == ["a", "c", "e", "b", "d"]
 
 
-@pytest.fixture
-def db(spark: Any, tmp_path: Path) -> Any:
-    session = ivm.connect(tmp_path / "state", spark=spark, partitions=SPARK_PARTITIONS)
+@pytest.fixture(scope="module")
+def db(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Two tables and the four views, loaded (the tests below change disjoint rows)."""
+    path = tmp_path_factory.mktemp("epoch_job") / "state"
+    session = ivm.connect(path, spark=spark, partitions=SPARK_PARTITIONS)
     session.execute("CREATE TABLE customers (id BIGINT PRIMARY KEY, region VARCHAR);"
                     "CREATE TABLE orders (id BIGINT PRIMARY KEY, customer BIGINT, amount INT)")
     for name, sql in VIEWS.items():
@@ -86,3 +89,11 @@ def test_a_failing_view_is_named_and_the_epoch_changes_nothing(spark: Any, tmp_p
         assert db.read("codes").to_pylist() == [{"c": 7, "n": 1}]
     finally:
         db.close()
+
+
+@pytest.mark.parametrize("partitions", [1, 2, 3, 7, 16])
+def test_bucket_salts_land_in_their_partitions(spark: Any, partitions: int) -> None:
+    salts = bucket_salts(partitions)
+    rows = spark.createDataFrame([(s,) for s in salts], "salt bigint").selectExpr(
+        f"pmod(hash(salt), {partitions}) AS b").collect()
+    assert [r.b for r in rows] == list(range(partitions))
