@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 
-from ivm.execution.spark.executor import SparkEpoch, reads, share
+from ivm.execution.spark.executor import SparkEpoch, padded_columns, reads, share
 from ivm.execution.spark.stages import Stage
 from ivm.execution.spark.wire import arrow_schema, wire_types
 from ivm.schema import WEIGHT, Schema
@@ -124,19 +124,10 @@ def _collect(
     wires = [wire_types(v.schema, f"view {v.name}") for v in views]
     parts = []
     for k, view in enumerate(views):
-        columns = [f"CAST({k} AS INT) AS {TAG}"]
-        for other, types in enumerate(wires):
-            for j, wire in enumerate(types):
-                value = f"c{j}" if other == k else f"CAST(NULL AS {wire.spark})"
-                columns.append(f"{value} AS v{other}_c{j}")
-        columns.append(WEIGHT)
+        columns = [f"CAST({k} AS INT) AS {TAG}", *padded_columns(wires, k, "v"), WEIGHT]
         parts.append(outputs[view.name].selectExpr(*columns))
     for table in unread:
-        nulls = [
-            f"CAST(NULL AS {wire.spark}) AS v{other}_c{j}"
-            for other, types in enumerate(wires)
-            for j, wire in enumerate(types)
-        ]
+        nulls = padded_columns(wires, None, "v")
         counted = epoch.changes[table].groupBy().count()
         parts.append(counted.selectExpr(f"CAST(-1 AS INT) AS {TAG}", *nulls,
                                         f"CAST(count AS BIGINT) AS {WEIGHT}"))

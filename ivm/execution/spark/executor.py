@@ -53,13 +53,9 @@ from ivm.execution.spark.tasks import (
     labeled,
     linear_task,
 )
-from ivm.execution.spark.wire import (
-    wire_types,
-)
+from ivm.execution.spark.wire import WireType, wire_types
 from ivm.operators.base import Operator
 from ivm.schema import WEIGHT, Schema
-
-_SALTS: dict[int, list[int]] = {}
 
 SPARK_HASH_SEED = 42
 """The seed of Spark's ``hash`` and of its hash partitioning."""
@@ -103,7 +99,7 @@ class SparkEpoch:
         if wide is None:
             return None
         if stage.partitioned:
-            salts = ", ".join(f"CAST({s} AS BIGINT)" for s in self._salts())
+            salts = ", ".join(f"CAST({s} AS BIGINT)" for s in bucket_salts(self.partitions))
             wide = wide.repartition(
                 self.partitions, F.expr(f"element_at(array({salts}), {BUCKET} + 1)")
             )
@@ -218,31 +214,21 @@ class SparkEpoch:
                 keys.append(f"CAST(c{j} AS DOUBLE) + 0.0" if wires[i][j].numeric else f"c{j}")
             bucket = f"pmod(hash({', '.join(keys)}), {self.partitions})" if keys else "0"
             columns = [f"CAST({i} AS INT) AS __i", f"CAST({bucket} AS INT) AS {BUCKET}"]
-            for other, types in enumerate(wires):
-                for j, wire in enumerate(types):
-                    value = f"c{j}" if other == i else f"CAST(NULL AS {wire.spark})"
-                    columns.append(f"{value} AS i{other}_c{j}")
+            columns += padded_columns(wires, i, "i")
             columns.append(WEIGHT)
             parts.append(frame.selectExpr(*columns))
         if self.ticket.backfill:
             buckets = self.partitions if stage.partitioned else 1
             columns = ["CAST(-1 AS INT) AS __i", f"CAST(id AS INT) AS {BUCKET}"]
-            for other, types in enumerate(wires):
-                for j, wire in enumerate(types):
-                    columns.append(f"CAST(NULL AS {wire.spark}) AS i{other}_c{j}")
+            columns += padded_columns(wires, None, "i")
             columns.append(f"CAST(0 AS BIGINT) AS {WEIGHT}")
             parts.append(self.spark.range(buckets).selectExpr(*columns))
         if not parts:
             return None
         return functools.reduce(DataFrame.unionAll, parts)
 
-    def _salts(self) -> list[int]:
-        """For each bucket b, a BIGINT that Spark's shuffle sends to partition b."""
-        if self.partitions not in _SALTS:
-            _SALTS[self.partitions] = bucket_salts(self.partitions)
-        return _SALTS[self.partitions]
 
-
+@functools.cache
 def bucket_salts(partitions: int) -> list[int]:
     """For each bucket b, the smallest BIGINT that Spark's hash partitioning into
     ``partitions`` sends to partition b, computed here rather than by a Spark job: Spark
@@ -257,6 +243,17 @@ def bucket_salts(partitions: int) -> list[int]:
         salts.setdefault(spark_hash % partitions, candidate)
         candidate += 1
     return [salts[b] for b in range(partitions)]
+
+
+def padded_columns(wires: list[list[WireType]], own: int | None, prefix: str) -> list[str]:
+    """Columns of a wide union of several relations (``<prefix><k>_c<j>``: relation k's
+    column j, on the wire): relation ``own``'s columns (``c<j>``) in its place, NULL in
+    every other relation's (all NULL when ``own`` is None)."""
+    return [
+        f"{f'c{j}' if k == own else f'CAST(NULL AS {wire.spark})'} AS {prefix}{k}_c{j}"
+        for k, types in enumerate(wires)
+        for j, wire in enumerate(types)
+    ]
 
 
 def share(change: DataFrame, partitions: int) -> DataFrame:
