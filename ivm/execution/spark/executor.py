@@ -265,8 +265,13 @@ def share(change: DataFrame, partitions: int) -> DataFrame:
 
 def reads(stages: list[Stage]) -> tuple[Counter[str], Counter[str]]:
     """How many times the stages' inputs read each stage's output (by the fingerprint of
-    the operator it produces) and each source (table or view), through linear operators."""
-    produced = {s.produces for s in stages if s.produces is not None}
+    the operator it produces) and each source (table or view), through linear operators.
+
+    An input is read as ``run_view`` reads it: from its carried leaf when it has one, and
+    only earlier stages' outputs count (a view's output stage produces the very operator
+    its input streams).
+    """
+    produced: set[str] = set()
     outputs: Counter[str] = Counter()
     sources: Counter[str] = Counter()
 
@@ -282,7 +287,9 @@ def reads(stages: list[Stage]) -> tuple[Counter[str], Counter[str]]:
     for stage in stages:
         for stage_input in stage.inputs:
             if stage_input.stream is not None:
-                visit(stage_input.stream)
+                visit(stage_input.carried.leaf if stage_input.carried else stage_input.stream)
+        if stage.produces is not None:
+            produced.add(stage.produces)
     return outputs, sources
 
 

@@ -7,6 +7,7 @@ names its view and every task's seconds are counted.
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 import uuid
@@ -35,17 +36,30 @@ class FailurePoint:
     """Test hook: tasks of the stages whose directory contains ``stage`` raise.
 
     ``after_write``: after applying their epoch (else before); ``attempts``: on these
-    task attempt numbers only (None: on every attempt, so the job fails).
+    task attempt numbers only (None: on every attempt, so the job fails). With
+    ``pause`` (seconds; needs ``marker``), the first selected task of the whole cluster
+    sleeps instead of raising, its process id in ``<marker>/paused``: the window in
+    which a test kills the worker running it.
     """
 
     stage: str
     after_write: bool = True
     attempts: tuple[int, ...] | None = (0,)
     marker: str | None = None  # a directory where each injected failure leaves a file
+    pause: float = 0.0
 
     def raise_in(self, directory: str, attempt: int) -> None:
-        """Raise InjectedFailure (leaving a marker file when asked)."""
+        """Raise InjectedFailure (leaving a marker file when asked), or pause."""
         where = "after" if self.after_write else "before"
+        if self.pause and self.marker is not None:
+            try:
+                paused = os.open(Path(self.marker) / "paused", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                return  # another task paused already
+            os.write(paused, str(os.getpid()).encode())
+            os.close(paused)
+            time.sleep(self.pause)
+            return
         if self.marker is not None:
             name = f"{uuid.uuid4().hex}-attempt{attempt}"
             (Path(self.marker) / name).write_text(directory)

@@ -22,6 +22,7 @@ VIEWS = {
                "JOIN customers c ON o.customer = c.id GROUP BY c.region",
     "large": "SELECT id, amount FROM orders WHERE amount > 5",
     "top_region": "SELECT MAX(total) AS top FROM regions",
+    "big_customers": "SELECT customer FROM per_customer WHERE n > 3",  # its input carried
 }
 
 
@@ -37,7 +38,7 @@ def test_a_view_comes_after_the_views_it_reads() -> None:
 
 @pytest.fixture(scope="module")
 def db(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """Two tables and the four views, loaded (the tests below change disjoint rows)."""
+    """Two tables and the five views, loaded (the tests below change disjoint rows)."""
     path = tmp_path_factory.mktemp("epoch_job") / "state"
     session = ivm.connect(path, spark=spark, partitions=SPARK_PARTITIONS)
     session.execute("CREATE TABLE customers (id BIGINT PRIMARY KEY, region VARCHAR);"
@@ -52,7 +53,7 @@ def db(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 def test_an_epoch_is_one_spark_job(db: Any, spark: Any) -> None:
     context = spark.sparkContext
-    context.setJobGroup("ivm-one-job", "an epoch of two tables and four views")
+    context.setJobGroup("ivm-one-job", "an epoch of two tables and five views")
     try:
         db.ingest({"orders": [{"id": 20, "customer": 1, "amount": 9}],
                    "customers": [{"id": 9, "region": "r9"}]})
@@ -67,11 +68,13 @@ def test_an_epoch_is_one_spark_job(db: Any, spark: Any) -> None:
 def test_a_change_read_by_several_stages_is_computed_once(db: Any) -> None:
     db.ingest("orders", [{"id": i, "customer": i % 4, "amount": i} for i in range(30, 60)])
     times = db._task_times.value
-    # orders' change feeds three views and regions' change feeds a view and the driver:
-    # each stage's tasks run once per partition, not once per reader.
+    # orders' change feeds three views, regions' change a view and the driver, and
+    # per_customer's a view (through a filter its task applies: a carried input) and the
+    # driver: each stage's tasks run once per partition, not once per reader.
     assert times["orders"][1] == SPARK_PARTITIONS
     regions_stages = 2  # the join, then the aggregate storing the view
     assert times["regions"][1] == regions_stages * SPARK_PARTITIONS
+    assert times["per_customer"][1] == SPARK_PARTITIONS
 
 
 def test_a_failing_view_is_named_and_the_epoch_changes_nothing(spark: Any, tmp_path: Path) -> None:
