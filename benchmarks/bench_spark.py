@@ -25,12 +25,17 @@ Arrow batch with weights. Printed:
 The ratio recompute / incremental is the number to read; absolute times depend on the
 machine. Every view is checked against ``db.sql`` recomputing it.
 
-    .venv/bin/python benchmarks/bench_spark.py [--rows 5000000] [--partitions 2]
+    .venv/bin/python benchmarks/bench_spark.py [--rows 5000000] [--partitions 2] [--cluster]
+
+``--cluster`` runs it all on a Spark standalone cluster started on this machine (a
+master and two one-core workers, each its own JVM: ``ivm.views.spark.local_cluster``)
+instead of ``local[2]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import statistics
@@ -45,6 +50,7 @@ from rich.console import Console
 from rich.table import Table
 
 import ivm
+from ivm.views.spark.local_cluster import LocalCluster
 
 VIEWS = {
     "by_customer": "SELECT customer, SUM(amount) AS total, COUNT(*) AS n FROM orders "
@@ -72,7 +78,7 @@ def amount_of(order_id: int) -> Decimal:
     return Decimal((order_id * 7919) % 100_000) / 100
 
 
-def spark_session(master: str) -> object:
+def spark_session(master: str, executor_memory: str) -> object:
     """A Spark session for the benchmark: Python workers reached over Unix domain sockets
     (each Python stage ≈40 ms faster than over TCP on this machine, see docs/spark.md)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -84,6 +90,8 @@ def spark_session(master: str) -> object:
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", "6g")
+        .config("spark.executor.memory", executor_memory)  # on a cluster only
+        .config("spark.pyspark.python", sys.executable)
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.python.unix.domain.socket.enabled", "true")
         .getOrCreate()
@@ -146,83 +154,97 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--cluster", action="store_true",
+                        help="run on a standalone cluster started here: a master and two "
+                             "one-core workers, each its own JVM (instead of --master)")
+    parser.add_argument("--executor-memory", default="4g", help="each worker's (--cluster)")
     args = parser.parse_args()
     console = Console()
-    spark = spark_session(args.master)
     work = Path(tempfile.mkdtemp(prefix="ivm-bench-spark-"))
-    try:
-        tables = generated_tables(spark, args.rows, args.customers)
-        db = ivm.connect(work / "state", spark=spark, partitions=args.partitions)
-        db.execute(DDL)
-        load = timed(lambda: db.ingest(tables))
-        creates = {
-            name: timed(lambda n=name, q=sql: db.execute(f"CREATE VIEW {n} AS {q}"))
-            for name, sql in VIEWS.items()
-        }
-        console.print(
-            f"loaded {args.rows:,} orders + {args.customers:,} customers in {load:.1f}s; "
-            f"views created (backfills) in {', '.join(f'{s:.1f}' for s in creates.values())}s;"
-            f" {args.partitions} partitions, {args.master}"
-        )
+    with contextlib.ExitStack() as cleanup:
+        cleanup.callback(shutil.rmtree, work, ignore_errors=True)
+        master = args.master
+        if args.cluster:
+            master = cleanup.enter_context(LocalCluster(
+                work / "cluster", workers=2, cores=1, memory=args.executor_memory)).master_url
+        spark = spark_session(master, args.executor_memory)
+        cleanup.callback(spark.stop)  # type: ignore[attr-defined]
+        run(spark, args, master, work, console)
 
-        parquet = work / "parquet"
-        for name, frame in tables.items():
-            frame.write.parquet(str(parquet / name))  # type: ignore[attr-defined]
-            spark.read.parquet(str(parquet / name)).createOrReplaceTempView(f"p_{name}")
-            cached = frame.cache()  # type: ignore[attr-defined]
-            cached.count()
-            cached.createOrReplaceTempView(f"m_{name}")
 
-        incremental, from_parquet, from_memory, splits = [], [], [], []
-        for epoch in range(args.epochs + 1):  # the first epoch warms up
-            half = args.batch // 2
-            first_new = args.rows + epoch * half
-            batch = orders_batch(range(epoch * half, (epoch + 1) * half),
-                                 range(first_new, first_new + half), args.customers)
-            seconds = timed(lambda b=batch: db.ingest("orders", b))
-            phases = db.stats()
-            parquet_s = timed(lambda: recompute(spark, "p"))
-            memory_s = timed(lambda: recompute(spark, "m"))
-            if epoch:
-                incremental.append(seconds)
-                from_parquet.append(parquet_s)
-                from_memory.append(memory_s)
-                splits.append({n: phases[n].last_seconds for n in VIEWS})
-        overheads = []
-        for i in range(7):
-            new = 10 * args.rows + i
-            overheads.append(timed(lambda n=new: db.ingest(
-                "orders", orders_batch(range(0), range(n, n + 1), args.customers))))
-        overhead = statistics.median(overheads[2:])
+def run(
+    spark: object, args: argparse.Namespace, master: str, work: Path, console: Console
+) -> None:
+    """Load, create the views, time the epochs and Spark SQL's recomputations, print."""
+    tables = generated_tables(spark, args.rows, args.customers)
+    db = ivm.connect(work / "state", spark=spark, partitions=args.partitions)
+    db.execute(DDL)
+    load = timed(lambda: db.ingest(tables))
+    creates = {
+        name: timed(lambda n=name, q=sql: db.execute(f"CREATE VIEW {n} AS {q}"))
+        for name, sql in VIEWS.items()
+    }
+    console.print(
+        f"loaded {args.rows:,} orders + {args.customers:,} customers in {load:.1f}s; "
+        f"views created (backfills) in {', '.join(f'{s:.1f}' for s in creates.values())}s;"
+        f" {args.partitions} partitions, {master}"
+    )
 
-        for name, sql in VIEWS.items():
-            expected = sorted(db.sql(sql).to_pylist(), key=repr)
-            actual = sorted(db.read(name).to_pylist(), key=repr)
-            assert expected == actual, f"{name} differs from its recomputation"
+    parquet = work / "parquet"
+    for name, frame in tables.items():
+        frame.write.parquet(str(parquet / name))  # type: ignore[attr-defined]
+        spark.read.parquet(str(parquet / name)).createOrReplaceTempView(f"p_{name}")
+        cached = frame.cache()  # type: ignore[attr-defined]
+        cached.count()
+        cached.createOrReplaceTempView(f"m_{name}")
 
-        inc = statistics.median(incremental)
-        parquet_s = statistics.median(from_parquet)
-        memory_s = statistics.median(from_memory)
-        table = Table(title=f"Spark mode, five views over {args.rows:,} orders")
-        for column in ("batch", "ivm ingest", "Spark SQL (parquet)", "ratio",
-                       "Spark SQL (cached)", "ratio", "fixed cost (1 row)"):
-            table.add_column(column, justify="right")
-        table.add_row(
-            f"{args.batch:,}", f"{inc:.2f}s",
-            f"{parquet_s:.2f}s", f"{parquet_s / inc:.1f}x",
-            f"{memory_s:.2f}s", f"{memory_s / inc:.1f}x",
-            f"{overhead:.2f}s",
-        )
-        console.print(table)
-        console.print(f"per-epoch ivm times: {', '.join(f'{s:.2f}' for s in incremental)}")
-        console.print("stage tasks' seconds per view (median over the epochs; both cores): "
-                      + ", ".join(f"{n} {statistics.median(s[n] or 0 for s in splits):.2f}"
-                                  for n in VIEWS))
-        console.print(db.explain("by_zone", analyze=True).splitlines()[0])
-        db.close()
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-        spark.stop()  # type: ignore[attr-defined]
+    incremental, from_parquet, from_memory, splits = [], [], [], []
+    for epoch in range(args.epochs + 1):  # the first epoch warms up
+        half = args.batch // 2
+        first_new = args.rows + epoch * half
+        batch = orders_batch(range(epoch * half, (epoch + 1) * half),
+                             range(first_new, first_new + half), args.customers)
+        seconds = timed(lambda b=batch: db.ingest("orders", b))
+        phases = db.stats()
+        parquet_s = timed(lambda: recompute(spark, "p"))
+        memory_s = timed(lambda: recompute(spark, "m"))
+        if epoch:
+            incremental.append(seconds)
+            from_parquet.append(parquet_s)
+            from_memory.append(memory_s)
+            splits.append({n: phases[n].last_seconds for n in VIEWS})
+    overheads = []
+    for i in range(7):
+        new = 10 * args.rows + i
+        overheads.append(timed(lambda n=new: db.ingest(
+            "orders", orders_batch(range(0), range(n, n + 1), args.customers))))
+    overhead = statistics.median(overheads[2:])
+
+    for name, sql in VIEWS.items():
+        expected = sorted(db.sql(sql).to_pylist(), key=repr)
+        actual = sorted(db.read(name).to_pylist(), key=repr)
+        assert expected == actual, f"{name} differs from its recomputation"
+
+    inc = statistics.median(incremental)
+    parquet_s = statistics.median(from_parquet)
+    memory_s = statistics.median(from_memory)
+    table = Table(title=f"Spark mode, five views over {args.rows:,} orders")
+    for column in ("batch", "ivm ingest", "Spark SQL (parquet)", "ratio",
+                   "Spark SQL (cached)", "ratio", "fixed cost (1 row)"):
+        table.add_column(column, justify="right")
+    table.add_row(
+        f"{args.batch:,}", f"{inc:.2f}s",
+        f"{parquet_s:.2f}s", f"{parquet_s / inc:.1f}x",
+        f"{memory_s:.2f}s", f"{memory_s / inc:.1f}x",
+        f"{overhead:.2f}s",
+    )
+    console.print(table)
+    console.print(f"per-epoch ivm times: {', '.join(f'{s:.2f}' for s in incremental)}")
+    console.print("stage tasks' seconds per view (median over the epochs; both cores): "
+                  + ", ".join(f"{n} {statistics.median(s[n] or 0 for s in splits):.2f}"
+                              for n in VIEWS))
+    console.print(db.explain("by_zone", analyze=True).splitlines()[0])
+    db.close()
 
 
 if __name__ == "__main__":

@@ -8,13 +8,14 @@ partition per file.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import duckdb
 import pyarrow as pa
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 
 from ivm.errors import SqlError
 from ivm.execution.spark.spark_types import spark_struct
@@ -23,7 +24,7 @@ from ivm.schema import Schema, quote
 from ivm.storage.partitions import partition_files
 from ivm.storage.settings import apply
 from ivm.views.read_queries import check_read_query
-from ivm.views.spark.source import TRACE, has_contents
+from ivm.views.spark.source import TRACE, has_contents, read_files_task
 
 if TYPE_CHECKING:
     from ivm.views.spark.session import SparkModeSession
@@ -73,7 +74,7 @@ class SparkReads(_Base):
     def dataframe(self, name: str) -> DataFrame:
         """The current contents of a table or view as a Spark DataFrame (read when used)."""
         self._check_open()
-        return self._frame(self._known(name), form="rows")
+        return self._frame(self._known(name))
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -85,26 +86,31 @@ class SparkReads(_Base):
     def _schema_of(self, name: str) -> Schema:
         return self._tables[name].schema if name in self._tables else self._views[name].schema
 
-    def _frame(self, name: str, form: str) -> DataFrame:
+    def _frame(self, name: str) -> DataFrame:
+        """The contents of table or view ``name``, through the ``ivm`` data source."""
         schema = self._schema_of(name)
         columns = json.dumps([[c.name, c.type] for c in schema.columns])
-        struct = (
-            spark_struct(schema, names=schema.names, weighted=False)
-            if form == "rows"
-            else spark_struct(schema)
-        )
         return (
             self.spark.read.format("ivm")
-            .schema(struct)
+            .schema(spark_struct(schema, names=schema.names, weighted=False))
             .option("directory", str(self._store_directory(name)))
             .option("columns", columns)
-            .option("form", form)
             .load()
         )
 
+    def _live_change(self, spark: SparkSession, name: str) -> DataFrame:
+        """The live rows of table or view ``name`` with their weights (wire columns), read
+        from its partition files by one task per file (``read_files_task``): what a new
+        view's backfill reads."""
+        files = [str(f) for f in partition_files(self._store_directory(name))]
+        schema = self._schema_of(name)
+        read = functools.partial(read_files_task, files, schema, "zset")
+        numbers = spark.range(len(files), numPartitions=max(1, len(files)))
+        return numbers.mapInArrow(read, spark_struct(schema))
+
     def _register_in_spark(self, name: str) -> None:
         if name in self._tables or name in self._views:  # not dropped later in the same script
-            self._frame(name, form="rows").createOrReplaceTempView(spark_name(name))
+            self._frame(name).createOrReplaceTempView(spark_name(name))
 
     def _attach(self, con: duckdb.DuckDBPyConnection, names: list[str]) -> None:
         """Views named like each relation in ``con``, over its partition files (read-only)."""

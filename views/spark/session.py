@@ -235,11 +235,10 @@ class SparkModeSession(SparkReads, Session):
             shutil.rmtree(directory, ignore_errors=True)
         self._on_rollback.append(lambda: shutil.rmtree(directory, ignore_errors=True))
         ticket = self._ticket(epoch=self.epoch, backfill=True)
-        # In the user's session: the ``ivm`` data source is registered there (and AQE's cost
-        # is paid once per view, not per epoch).
-        epoch = SparkEpoch(self.spark, self.partitions, ticket, self.failure)
+        self._jobs.sync()
+        epoch = SparkEpoch(self._jobs.spark, self.partitions, ticket, self.failure)
         for source in view.sources:
-            epoch.changes[source] = self._frame(source, form="zset")
+            epoch.changes[source] = self._live_change(self._jobs.spark, source)
         try:
             output = epoch.run_view(directory, self._stages_of(name), name)
             if output is not None:  # run every stage, without bringing the rows to the driver

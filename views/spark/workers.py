@@ -4,6 +4,13 @@ Every stage task imports ivm on an executor. When the workers run another
 interpreter (PYSPARK_PYTHON unset on a machine whose default Python lacks
 ivm), the first DDL would fail after a minute with a ModuleNotFoundError from
 a task; ``connect`` runs one tiny job instead and says how to fix it.
+
+The job is what ivm's tasks are, ``mapInArrow`` with one task per core, importing ivm's
+task module: Spark starts the Python workers of SQL tasks from a daemon of their own
+(not the one of RDD tasks), and a worker's first import of ivm costs ≈0.5–1.5 s. Each
+worker it starts imports ivm here, once, so that the first ``CREATE VIEW`` does not
+(measured on ``local[2]``: the first view over empty tables 3.5 s with an RDD probe,
+1.6 s with this one; creating three tables 1.2 s, then 0.2 s).
 """
 
 from __future__ import annotations
@@ -11,20 +18,22 @@ from __future__ import annotations
 import functools
 import importlib
 import sys
+from collections.abc import Iterator
 
+import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from ivm.errors import IvmError
 
-PROBE_MODULE = "ivm.execution.spark.stage_task"
+PROBE_MODULE = "ivm.execution.spark.tasks"
 """What a worker must be able to import (tests point it elsewhere to see the failure)."""
 
 _CHECKED: set[str] = set()
 
 
-def _probe(module: str, _: object) -> str:
+def _probe(module: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     importlib.import_module(module)
-    return sys.executable
+    yield from batches
 
 
 def check_workers(spark: SparkSession) -> None:
@@ -34,7 +43,9 @@ def check_workers(spark: SparkSession) -> None:
     if key in _CHECKED:
         return
     try:
-        context.parallelize([0], 1).map(functools.partial(_probe, PROBE_MODULE)).collect()
+        slots = max(1, context.defaultParallelism)
+        probe = functools.partial(_probe, PROBE_MODULE)
+        spark.range(slots, numPartitions=slots).mapInArrow(probe, "id long").collect()
     except Exception as error:  # noqa: BLE001 - any failure here means the workers cannot run ivm
         text = str(error)
         missing = "ModuleNotFoundError" in text or "No module named" in text
