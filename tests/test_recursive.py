@@ -262,7 +262,9 @@ def test_explain_shows_the_child_circuit() -> None:
         db.close()
 
 
-SPARK_VIEWS = ["tc"]
+# tc and components run apart in each partition (by their invariant source and label, the
+# edges copied to every partition), hops on one partition (its step changes every column).
+SPARK_VIEWS = ["tc", "components", "hops"]
 
 
 @settings(RANDOM_CDC, max_examples=1)
@@ -275,3 +277,20 @@ def test_recursive_on_spark(data: st.DataObject, spark: Any,
                  max_ops=8, modes=("several",),
                  connect=lambda: ivm.connect(directory, spark=spark, partitions=SPARK_PARTITIONS,
                                              iteration_limit=100))
+
+
+def test_a_recursion_with_an_invariant_column_is_partitioned_by_it_on_spark(
+        spark: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
+    directory = tmp_path_factory.mktemp("spark-recursive-stages")
+    db = ivm.connect(directory, spark=spark, partitions=SPARK_PARTITIONS)
+    try:
+        db.execute(";".join(TABLES) + "".join(
+            f"; CREATE VIEW {name} AS {VIEWS[name]}" for name in ("tc", "hops")))
+        (tc,) = [line for line in db.explain("tc").splitlines() if "fixed_point-" in line]
+        assert "in0 by [a]; in1 to every partition; integrals kept: in1; stores the view" in tc
+        (hops,) = [line for line in db.explain("hops").splitlines() if "fixed_point-" in line]
+        assert "in0 on one partition" in hops
+        assert "(a recursive view's iterations run in one task)" in hops
+    finally:
+        db.close()
+

@@ -130,8 +130,16 @@ class Aggregate(Plan):
         return [self.input.schema.type_of(a) for a in call.args]
 
     def describe(self) -> str:
-        keys = ", ".join(self.keys) or "(global)"
-        return f"Aggregate by [{keys}] " + ", ".join(c.describe() for c in self.calls)
+        return f"Aggregate {self.grouping()} " + ", ".join(c.describe() for c in self.calls)
+
+    @property
+    def partition_key(self) -> tuple[str, ...]:
+        """The input columns its rows are partitioned by (Spark mode): its group keys."""
+        return self.keys
+
+    def grouping(self) -> str:
+        """How its rows are grouped, for explain: ``by [keys]`` (``(global)`` without)."""
+        return f"by [{', '.join(self.keys) or '(global)'}]"
 
     def invertible_forms(self) -> list[Invertible] | None:
         """Each call's invertible form for its argument types; None if any call has none."""
@@ -143,6 +151,27 @@ class Aggregate(Plan):
                 return None
             forms.append(form)
         return forms
+
+
+@dataclass(frozen=True, eq=False)
+class LocalAggregate(Aggregate):
+    """A global aggregate computed in each partition over that partition's rows only.
+
+    Partitioned execution hashes its input by ``partition_by`` (the whole row, or the
+    argument of its DISTINCT calls, so each value lives in one partition); each
+    partition then holds one output row, the partials of its own rows, and a global
+    aggregate over those partials merges them (``ivm.passes.split_global_aggregates``).
+    Run in one place it is the plain global aggregate.
+    """
+
+    partition_by: tuple[str, ...] = ()
+
+    @property
+    def partition_key(self) -> tuple[str, ...]:
+        return self.partition_by
+
+    def grouping(self) -> str:
+        return f"in each partition (rows by [{', '.join(self.partition_by)}])"
 
 
 def grouped_sql(

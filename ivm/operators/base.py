@@ -250,6 +250,11 @@ class Operator:
         """Per input, the columns its state is partitioned by (see the module docstring)."""
         return tuple(None for _ in self.inputs)
 
+    def replicated_inputs(self) -> tuple[bool, ...]:
+        """Per input, whether every partition reads all of it (partitioned execution), not
+        only its rows of the partition's keys (none by default)."""
+        return tuple(False for _ in self.inputs)
+
     def output_key(self) -> tuple[str, ...] | None:
         """Output columns holding the values of the first input's partition key (so equal
         output rows share a partition; ``()`` when the operator runs in one place), or

@@ -36,9 +36,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Protocol
 
 from ivm.operators.base import Operator, Run, TraceSpec
+from ivm.operators.invariant_columns import invariant_positions
 from ivm.operators.iterations_loop import (
     BIRTHS,
     DERIVATIONS,
@@ -110,11 +112,25 @@ class FixedPoint(Operator):
         )
         return own + nested
 
+    @cached_property
+    def invariant(self) -> int | None:
+        """The position of a column the step never changes (``ivm.operators.invariant_columns``):
+        partitioned by it, the iterations run apart in each partition; None if there is none."""
+        positions = invariant_positions(self.recursive)
+        return positions[0] if positions else None
+
     def input_keys(self) -> tuple[tuple[str, ...] | None, ...]:
-        return tuple(() for _ in self.inputs)  # the iterations run in one place
+        if self.invariant is None:
+            return tuple(() for _ in self.inputs)  # the iterations run in one place
+        anchor = self.inputs[0].schema.names[self.invariant]
+        return ((anchor,), *(() for _ in self.inputs[1:]))
+
+    def replicated_inputs(self) -> tuple[bool, ...]:
+        """Partitioned by an invariant column, every partition reads all of the imports."""
+        return (False, *(self.invariant is not None for _ in self.inputs[1:]))
 
     def output_key(self) -> tuple[str, ...] | None:
-        return None
+        return None if self.invariant is None else (self.schema.names[self.invariant],)
 
     def reads_integrals(self) -> tuple[bool, ...]:
         return (False, *(True for _ in self.inputs[1:]))

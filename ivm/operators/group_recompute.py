@@ -57,6 +57,12 @@ class GroupRecompute(PerKey):
     def keys(self) -> tuple[str, ...]:
         return self.aggregate.keys
 
+    def input_keys(self) -> tuple[tuple[str, ...] | None, ...]:
+        return (self.aggregate.partition_key,)
+
+    def output_key(self) -> tuple[str, ...] | None:
+        return self.output_keys if self.aggregate.partition_key == self.keys else None
+
     def group_sql(self, live: str) -> str:
         node = self.aggregate
         weighted = [_weighted(call, node) for call in node.calls]
@@ -76,9 +82,8 @@ class GroupRecompute(PerKey):
     def label(self) -> str:
         node = self.aggregate
         calls = ", ".join(c.describe() for c in node.calls)
-        keys = ", ".join(node.keys) or "(global)"
         return (
-            f"GroupRecompute by [{keys}] {calls} "
+            f"GroupRecompute {node.grouping()} {calls} "
             "(per key: state is the input's rows and the output, by group key)"
         )
 

@@ -89,13 +89,12 @@ class InvertibleAggregate(Operator):
         return (TraceSpec(VERSIONS, self.state, self.aggregate.keys),)
 
     def input_keys(self) -> tuple[tuple[str, ...] | None, ...]:
-        return (self.aggregate.keys,)
+        return (self.aggregate.partition_key,)
 
     def label(self) -> str:
         node = self.aggregate
         calls = ", ".join(c.describe() for c in node.calls)
-        keys = ", ".join(node.keys) or "(global)"
-        return f"InvertibleAggregate by [{keys}] {calls} (state: group versions by key)"
+        return f"InvertibleAggregate {node.grouping()} {calls} (state: group versions by key)"
 
     # -- computation -------------------------------------------------------------------------
 

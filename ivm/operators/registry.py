@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from ivm.operators.aggregate import Aggregate
+from ivm.operators.aggregate import Aggregate, LocalAggregate
 from ivm.operators.arrange import Arrange, Arrangement
 from ivm.operators.asof_join import AsOfJoin, IncrementalAsOfJoin
 from ivm.operators.base import Describe, Operator
@@ -73,6 +73,7 @@ REGISTRY: Mapping[type[Plan], Factory] = {
     Join: _plain(DeltaJoin),
     Product: _plain(RecomputedProduct),
     Aggregate: _aggregate,
+    LocalAggregate: _aggregate,
     Distinct: _plain(IncrementalDistinct),
     SetOperation: _plain(IncrementalSetOperation),
     Guard: _plain(IncrementalGuard),

@@ -153,14 +153,13 @@ class RunningAggregate(Operator):
         return (TraceSpec(GROUPS, self.state, keys), TraceSpec(INPUT, self.inputs[0].schema, keys))
 
     def input_keys(self) -> tuple[tuple[str, ...] | None, ...]:
-        return (self.aggregate.keys,)
+        return (self.aggregate.partition_key,)
 
     def label(self) -> str:
         node = self.aggregate
         calls = ", ".join(c.describe() for c in node.calls)
-        keys = ", ".join(node.keys) or "(global)"
         return (
-            f"RunningAggregate by [{keys}] {calls} (state: group versions with running "
+            f"RunningAggregate {node.grouping()} {calls} (state: group versions with running "
             "state, and the input's rows, by key; rows are read only for groups whose "
             "extreme left or whose float sum holds a value out of its exact range)"
         )

@@ -15,12 +15,15 @@ from ivm.circuit.circuit import Circuit
 from ivm.passes.arrange_shared import arrange_shared
 from ivm.passes.binary_joins import binary_joins
 from ivm.passes.cyclic_joins import cyclic_joins
+from ivm.passes.split_global_aggregates import split_global_aggregates
 from ivm.passes.split_top_k import split_top_k
 from ivm.passes.wide_joins import wide_joins
 
 Pass = Callable[..., Circuit]
 
-PASSES: tuple[Pass, ...] = (cyclic_joins, binary_joins, wide_joins, split_top_k, arrange_shared)
+PASSES: tuple[Pass, ...] = (
+    cyclic_joins, binary_joins, wide_joins, split_top_k, split_global_aggregates, arrange_shared,
+)
 """Every circuit pass, in the order they run."""
 
 

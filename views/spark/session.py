@@ -190,7 +190,8 @@ class SparkModeSession(SparkReads, Session):
 
     def _circuit(self, plan: Plan, name: str, join_plan: Any = None) -> Circuit:
         circuit = incrementalize(plan, name, self._describe)
-        circuit = optimize(circuit, partitioned=True, join_plan=join_plan)
+        circuit = optimize(circuit, partitioned=True, join_plan=join_plan,
+                           describe=self._describe)
         # view_stages refuses types that Spark cannot carry.
         self._stages[id(circuit)] = (circuit, view_stages(circuit))
         return circuit

@@ -212,8 +212,12 @@ class SparkEpoch:
             for name in own.wire_key:
                 j = own.wire_schema.names.index(name)
                 keys.append(f"CAST(c{j} AS DOUBLE) + 0.0" if wires[i][j].numeric else f"c{j}")
-            bucket = f"pmod(hash({', '.join(keys)}), {self.partitions})" if keys else "0"
-            columns = [f"CAST({i} AS INT) AS __i", f"CAST({bucket} AS INT) AS {BUCKET}"]
+            if own.replicated:  # every partition reads all of it: a copy of each row for each
+                bucket = f"explode(sequence(0, {self.partitions - 1}))"
+            else:
+                hashed = f"pmod(hash({', '.join(keys)}), {self.partitions})" if keys else "0"
+                bucket = f"CAST({hashed} AS INT)"
+            columns = [f"CAST({i} AS INT) AS __i", f"{bucket} AS {BUCKET}"]
             columns += padded_columns(wires, i, "i")
             columns.append(WEIGHT)
             parts.append(frame.selectExpr(*columns))

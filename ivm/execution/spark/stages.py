@@ -25,8 +25,10 @@ from dataclasses import dataclass, replace
 
 from ivm.circuit.circuit import Circuit
 from ivm.execution.spark.wire import wire_type, wire_types
+from ivm.operators.aggregate import Aggregate, LocalAggregate
 from ivm.operators.base import Operator
 from ivm.operators.scan import Scan, Source
+from ivm.operators.top_k import TopK
 from ivm.schema import Schema, TableSchema
 
 STAGE_FINGERPRINT_CHARS = 12
@@ -57,6 +59,7 @@ class StageInput:
     kept: bool  # the stage keeps this input's integral (its trace ``in<i>``)
     stream: Operator | None = None  # the view-circuit operator producing it (None: a table)
     carried: Carried | None = None
+    replicated: bool = False  # every partition reads all of it (its key is then ())
 
     @property
     def wire_schema(self) -> Schema:
@@ -83,6 +86,7 @@ class Stage:
     table: TableSchema | None = None  # for a table stage
     contents_key: tuple[str, ...] | None = None  # set when the stage stores its relation's
     # contents (a table, or the view: output columns equal on a key land in one partition)
+    alone: str = ""  # why the stage runs on one partition (explain), when it does
 
     @property
     def partitioned(self) -> bool:
@@ -101,12 +105,14 @@ class Stage:
     def describe(self) -> str:
         """One line for ``explain``."""
         keys = "; ".join(
-            f"in{i} by [{', '.join(s.key)}]" if s.key else f"in{i} on one partition"
+            f"in{i} to every partition" if s.replicated
+            else f"in{i} by [{', '.join(s.key)}]" if s.key else f"in{i} on one partition"
             for i, s in enumerate(self.inputs)
         )
         kept = ", ".join(f"in{i}" for i, s in enumerate(self.inputs) if s.kept) or "none"
         stores = "; stores the view" if self.contents and self.kind != "table" else ""
-        return f"{self.name}: {keys}; integrals kept: {kept}{stores}"
+        alone = f" ({self.alone})" if self.alone and not self.partitioned else ""
+        return f"{self.name}: {keys}{alone}; integrals kept: {kept}{stores}"
 
 
 CONTENTS = "contents"
@@ -264,7 +270,13 @@ def _key_through(anchor: Operator, chain: list[Operator]) -> tuple[str, ...] | N
 def operator_stage(op: Operator) -> Stage:
     """The stage of one anchor operator: its inputs become Sources ``in0``, ``in1``…"""
     schemas = [i.schema for i in op.inputs]
-    keys = _co_partitioned([k or () for k in op.input_keys()], schemas)
+    replicated = op.replicated_inputs()
+    hashed = [i for i, r in enumerate(replicated) if not r]
+    keys: list[tuple[str, ...]] = [() for _ in schemas]
+    aligned = _co_partitioned([op.input_keys()[i] or () for i in hashed],
+                              [schemas[i] for i in hashed])
+    for i, key in zip(hashed, aligned, strict=True):
+        keys[i] = key
     kept = op.reads_integrals()
     sources = tuple(
         Source(Scan(schema=schema, name=input_name(i)), ())
@@ -272,8 +284,9 @@ def operator_stage(op: Operator) -> Stage:
     )
     local = op.with_inputs(sources)
     inputs = tuple(
-        StageInput(schema, key, kept=k, stream=stream)
-        for schema, key, k, stream in zip(schemas, keys, kept, op.inputs, strict=True)
+        StageInput(schema, key, kept=k, stream=stream, replicated=r)
+        for schema, key, k, stream, r in zip(schemas, keys, kept, op.inputs, replicated,
+                                             strict=True)
     )
     return Stage(
         name=f"{op.kind}-{op.fingerprint[:STAGE_FINGERPRINT_CHARS]}",
@@ -282,7 +295,30 @@ def operator_stage(op: Operator) -> Stage:
         output=op.schema,
         circuit=Circuit.of(f"stage-{op.kind}", local),
         produces=op.fingerprint,
+        alone="" if any(keys) else why_one_partition(op),
     )
+
+
+def why_one_partition(op: Operator) -> str:
+    """Why ``op``'s stage cannot be partitioned, in explain's words."""
+    below = op.inputs[0].node if op.inputs else None
+    if isinstance(op.node, Aggregate):
+        if isinstance(below, LocalAggregate):
+            return "merges the partitions' partial aggregates: at most a row each"
+        if op.kind == "aggregate":
+            return "a global aggregate of running sums: one row of state"
+        return "a global aggregate whose calls do not merge from partials: all its rows"
+    if isinstance(op.node, TopK):
+        if isinstance(below, TopK) and below.local:
+            return "merges the partitions' top rows"
+        return "a global top-k"
+    if op.kind == "fixed_point":
+        return "a recursive view's iterations run in one task"
+    if op.kind == "window":
+        return "a window without PARTITION BY"
+    if len(op.inputs) > 1:
+        return "no equality between the inputs whose sides hash alike"
+    return f"{op.kind} has no key"
 
 
 def _co_partitioned(
