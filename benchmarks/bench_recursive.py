@@ -24,9 +24,11 @@ to those tables is not timed). Printed: median times and the ratio recompute / i
 rows the view's state holds (its operators' traces, stored and of non-zero weight)
 against its output rows. ``--profile`` prints ``db.explain(view, analyze=True)`` for
 the slowest epoch of each kind. At the end each view must equal recomputation.
+``--spark P`` runs ivm in Spark mode (``local[2]``, P partitions; no state table): ``tc``'s
+fixed point is then partitioned by its source, ``reach``'s runs on one partition.
 
     .venv/bin/python benchmarks/bench_recursive.py [--edges 100000] [--nodes 50000]
-        [--repeats 5] [--batch 1000] [--views reach,tc] [--quick] [--profile]
+        [--repeats 5] [--batch 1000] [--views reach,tc] [--quick] [--profile] [--spark P]
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ VIEWS = {
 }
 SOURCES = 10
 """Source nodes of ``reach``."""
+CONNECT: Callable[[], ivm.Session] = ivm.connect
+"""Opens an ivm session (``--spark``: a Spark-mode one in a new directory)."""
 SEED = 11
 
 
@@ -191,7 +195,7 @@ def load(name: str, graph: Graph, sources: pa.Table,
     plain.unregister("sources")
     load_plain(plain, graph.table())
     once = recompute_seconds(plain, sql)
-    other = ivm.connect()
+    other = CONNECT()
     other.execute(DDL)
     other.ingest({"e": graph.table(), "src": sources})
     start = time.perf_counter()
@@ -199,7 +203,7 @@ def load(name: str, graph: Graph, sources: pa.Table,
     backfill = time.perf_counter() - start
     backfilled = other.read(name).num_rows
     other.close()
-    db = ivm.connect()
+    db = CONNECT()
     db.execute(f"{DDL}; CREATE VIEW {name} AS {sql}")
     start = time.perf_counter()
     db.ingest({"e": graph.table(), "src": sources})
@@ -262,7 +266,8 @@ def run_view(console: Console, name: str, args: argparse.Namespace) -> tuple[lis
     problem = difference(db.read(name), plain.sql(sql).to_arrow_table())
     assert problem is None, f"{name} differs from recomputation: {problem}"
     console.print(f"{name}: equals recomputation after the run")
-    state = state_table_rows(name, state_rows(db, name), db.read(name).num_rows)
+    state = [] if CONNECT is not ivm.connect else state_table_rows(
+        name, state_rows(db, name), db.read(name).num_rows)
     db.close()
     plain.close()
     return results, state
@@ -275,6 +280,25 @@ def state_table_rows(name: str, traces: dict[str, tuple[int, int]], output: int)
     lines.append((name, "all traces", f"{stored:,} ({stored / max(output, 1):.2f}x)",
                   f"{live:,} ({live / max(output, 1):.2f}x)", f"{output:,}"))
     return lines
+
+
+def spark_sessions(partitions: int) -> None:
+    """Make ``CONNECT`` open Spark-mode sessions (``local[2]``), each in a new directory."""
+    global CONNECT
+    import os
+    import tempfile
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master("local[2]").appName("bench_recursive")
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", str(partitions))
+             .config("spark.python.unix.domain.socket.enabled", "true").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    CONNECT = lambda: ivm.connect(tempfile.mkdtemp(), spark=spark,  # noqa: E731
+                                  partitions=partitions)
 
 
 def main() -> None:
@@ -292,7 +316,11 @@ def main() -> None:
                         help="a smoke test: 10k edges, 3 repeats unless given")
     parser.add_argument("--profile", action="store_true",
                         help="print explain(analyze=True) of each kind's slowest epoch")
+    parser.add_argument("--spark", type=int, metavar="P",
+                        help="run ivm in Spark mode (local[2]) with P partitions")
     args = parser.parse_args()
+    if args.spark:
+        spark_sessions(args.spark)
     args.edges = args.edges or (10_000 if args.quick else 100_000)
     args.repeats = args.repeats or (3 if args.quick else 5)
     if args.nodes is None:

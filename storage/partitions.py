@@ -179,14 +179,20 @@ class PartitionLog:
     """Epoch bookkeeping of one partition file; every method runs in the caller's transaction.
 
     Each trace ``T`` has an undo table holding the rows the last epoch appended to
-    it, and a row in ``__ivm_tails`` with its compaction counters and a ``dirty``
-    flag (appended to in the last epoch). Nothing is created or dropped per epoch.
+    it, and a row in ``__ivm_tails`` with its compaction counters (rows kept at the last
+    compaction, rows appended since and how many of those retract: weight < 0) and a
+    ``dirty`` flag (appended to in the last epoch). Nothing is created or dropped per
+    epoch; the counters are updated once per epoch, by ``finish``, from the undo tables.
     """
 
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.con = con
+        self._appended: list[str] = []  # traces appended to in this epoch, in order
         present = {r[0] for r in con.execute(
-            "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()"
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() "
+            "UNION ALL SELECT '.' || column_name FROM duckdb_columns() "
+            f"WHERE database_name = current_database() AND table_name = '{TAILS}' "
+            "AND column_name = 'retracted'"
         ).fetchall()}
         self.fresh = META not in present
         if self.fresh:
@@ -195,9 +201,11 @@ class PartitionLog:
             ).fetchall()
             con.execute(f"INSERT INTO {META} VALUES (-1, -1, '')").fetchall()
             con.execute(
-                f"CREATE TABLE {TAILS} "
-                "(target VARCHAR, base BIGINT, appended BIGINT, dirty BOOLEAN)"
+                f"CREATE TABLE {TAILS} (target VARCHAR, base BIGINT, appended BIGINT, "
+                "dirty BOOLEAN, retracted BIGINT DEFAULT 0)"
             ).fetchall()
+        elif ".retracted" not in present:  # a partition written before retractions were counted
+            con.execute(f"ALTER TABLE {TAILS} ADD COLUMN retracted BIGINT DEFAULT 0").fetchall()
         row = fetch_first(con, f"SELECT epoch, previous, token FROM {META}")
         assert row is not None
         self.epoch, self.previous, self.token = int(row[0]), int(row[1]), str(row[2])
@@ -233,21 +241,31 @@ class PartitionLog:
     def append(self, target: str, rows: str) -> None:
         """Append ``rows`` to trace ``target``, remembering them for a roll-back."""
         self.con.execute(f"INSERT INTO {undo_table(target)} {rows}").fetchall()
-        count = fetch_first(self.con, f"INSERT INTO {target} {rows}")
-        self.con.execute(
-            f"UPDATE {TAILS} SET appended = appended + ?, dirty = true WHERE target = ?",
-            [int(count[0]) if count else 0, target],
-        ).fetchall()
+        self.con.execute(f"INSERT INTO {target} {rows}").fetchall()
+        if target not in self._appended:
+            self._appended.append(target)
 
     def track(self, target: str) -> None:
         """Start keeping a new trace: its undo table and its compaction counters."""
         self.con.execute(
             f"CREATE TABLE {undo_table(target)} AS SELECT * FROM {target} LIMIT 0"
         ).fetchall()
-        self.con.execute(f"INSERT INTO {TAILS} VALUES (?, 0, 0, false)", [target]).fetchall()
+        self.con.execute(f"INSERT INTO {TAILS} VALUES (?, 0, 0, false, 0)", [target]).fetchall()
 
     def finish(self, epoch: int, token: str) -> None:
-        """Record that ``token`` applied ``epoch`` here."""
+        """Record that ``token`` applied ``epoch`` here, and what it appended (one statement
+        for every trace: the rows of its undo table, which holds this epoch's appends)."""
+        if self._appended:
+            counts = " UNION ALL ".join(
+                f"SELECT ? AS target, count(*) AS n, count(*) FILTER (WHERE {WEIGHT} < 0) AS r "
+                f"FROM {undo_table(target)}" for target in self._appended
+            )
+            self.con.execute(
+                f"UPDATE {TAILS} SET appended = appended + c.n, retracted = retracted + c.r, "
+                f"dirty = true FROM ({counts}) AS c WHERE {TAILS}.target = c.target",
+                self._appended,
+            ).fetchall()
+            self._appended = []
         self.con.execute(
             f"UPDATE {META} SET previous = epoch, epoch = ?, token = ?", [epoch, token]
         ).fetchall()
@@ -264,12 +282,15 @@ def undo_table(target: str) -> str:
 
 def compact_due(con: duckdb.DuckDBPyConnection, keys: dict[str, Sequence[str]]) -> None:
     """Compact the partition's traces whose appended tail is due (outside any transaction)."""
-    rows = con.execute(f"SELECT target, base, appended FROM {TAILS}").fetchall()
-    for target, base, appended in rows:
-        if TailSize(int(base), int(appended)).due():
+    rows = con.execute(f"SELECT target, base, appended, retracted FROM {TAILS}").fetchall()
+    for target, base, appended, retracted in rows:
+        size = TailSize(int(base), int(appended), retracted=int(retracted or 0),
+                        retractions_known=True)
+        if size.due():
             kept = compact(con, target, keys.get(target, ()))
             con.execute(
-                f"UPDATE {TAILS} SET base = ?, appended = 0 WHERE target = ?", [kept, target]
+                f"UPDATE {TAILS} SET base = ?, appended = 0, retracted = 0 WHERE target = ?",
+                [kept, target],
             ).fetchall()
 
 

@@ -477,3 +477,53 @@ def test_roll_back_after_compaction_restores_the_previous_epoch(
     assert compacted.raw == 2
     assert roll_back_ahead(file, 0)
     assert snapshot(file).trace == Counter({("a", 1): 1, ("b", 2): 3})
+
+
+def retracted(file: Path) -> dict[str, int]:
+    con = open_partition(file, read_only=True)
+    try:
+        return dict(con.execute(f"SELECT target, retracted FROM {TAILS}").fetchall())
+    finally:
+        con.close()
+
+
+def test_tails_count_retracting_rows(tmp_path: Path) -> None:
+    file = tmp_path / "p.duckdb"
+    apply_epoch(file, 0, "A", {TRACE: [("a", 1, 1), ("b", 1, 2)]})
+    apply_epoch(file, 1, "B", {TRACE: [("a", 1, -1), ("b", 1, -1), ("c", 1, 1)],
+                               OTHER: [("x", 1, -1)]})
+    assert retracted(file) == {TRACE: 2, OTHER: 1}
+    assert snapshot(file).tails == {TRACE: (0, 5), OTHER: (0, 1)}
+
+
+def test_a_load_of_inserts_in_many_epochs_is_never_compacted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Rewriting a partition's trace at every epoch of a load in epochs costs the whole load
+    # each time; inserts drop nothing, so only retractions make a trace due.
+    monkeypatch.setattr(traces, "COMPACT_MIN_ROWS", 2)
+    file = tmp_path / "p.duckdb"
+    for epoch in range(4):
+        apply_epoch(file, epoch, f"t{epoch}", {TRACE: [(f"k{epoch}", i, 1) for i in range(3)]})
+        compact_file(file)
+    assert snapshot(file).tails[TRACE] == (0, 12)
+    apply_epoch(file, 4, "t4", {TRACE: [(f"k{e}", i, -1) for e in range(2) for i in range(3)]})
+    compact_file(file)  # 6 retractions drop 12 rows of 18: due
+    after = snapshot(file)
+    assert after.tails[TRACE] == (6, 0) and after.raw == 6
+    assert retracted(file) == {TRACE: 0, OTHER: 0}
+
+
+def test_a_partition_written_before_retractions_were_counted_is_upgraded(
+    tmp_path: Path,
+) -> None:
+    file = tmp_path / "p.duckdb"
+    apply_epoch(file, 0, "A", {TRACE: [("a", 1, 1)]})
+    con = open_partition(file)
+    try:
+        con.execute(f"ALTER TABLE {TAILS} DROP COLUMN retracted")
+    finally:
+        con.close()
+    apply_epoch(file, 1, "B", {TRACE: [("a", 1, -1)]})
+    assert retracted(file) == {TRACE: 1, OTHER: 0}
+    assert snapshot(file).trace == Counter()
