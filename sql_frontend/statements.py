@@ -101,6 +101,8 @@ def duckdb_keywords() -> frozenset[str]:
 
 def parse_script(sql: str) -> list[Statement]:
     """Parse one or more ``;``-separated statements."""
+    if not isinstance(sql, str):
+        raise SqlError(f"SQL is text, not {type(sql).__name__}")
     with quiet():
         tokens = tokenize(sql)
         locator = Locator(sql, tokens=tokens)
@@ -112,8 +114,19 @@ def parse_script(sql: str) -> list[Statement]:
             tree = parse_tokens(piece, sql)
             if isinstance(tree, exp.Command):
                 raise _command_error(tree, piece, sql, locator)
+            check_identifiers(tree, locator)
             statements.append(_Statement(sql, piece, locator).read(tree))
     return statements
+
+
+def check_identifiers(tree: exp.Expression, locator: Locator) -> None:
+    """Refuse names DuckDB cannot hold as written: empty ones, and ones with a NUL
+    character (DuckDB would cut the name at it, so it would name something else)."""
+    for identifier in tree.find_all(exp.Identifier):
+        if identifier.name == "" or "\x00" in identifier.name:
+            what = "an empty name" if identifier.name == "" else "a name with a NUL character"
+            raise SqlError(f"{locator.describe(what, identifier)}: names need at least one "
+                           "character, and no NUL")
 
 
 def _refresh(tokens: list[Token], sql: str, locator: Locator) -> Refresh:
@@ -235,6 +248,7 @@ class _Statement:
                 )
             if action.name == WEIGHT:
                 raise SqlError(f"{where}: column name {WEIGHT!r} is reserved for weights")
+            self.not_reserved(action.name, action)
             return AlterTable(name, "add", action.name, kind.sql(dialect="duckdb"), where=where)
         if isinstance(action, exp.Drop) and (action.args.get("kind") or "").upper() == "COLUMN":
             columns = action.args.get("tables") or []
@@ -246,6 +260,7 @@ class _Statement:
             if column.replace("_", "a").isalnum():
                 return AlterTable(name, "drop", column, where=where)
         if isinstance(action, exp.RenameColumn):
+            self.not_reserved(action.args["to"].name, action.args["to"])
             return AlterTable(
                 name, "rename", action.this.name, new_name=action.args["to"].name, where=where
             )
@@ -265,6 +280,15 @@ class _Statement:
                 f"{RESERVED_PREFIX!r} are reserved for ivm's state"
             )
         return table.name
+
+    def not_reserved(self, column: str, node: exp.Expression) -> None:
+        """Refuse a column name of ivm's own columns (``__ivm_…``: row hashes, positions),
+        which every statement over the table would confuse with them."""
+        if column.lower().startswith(RESERVED_PREFIX):
+            raise SqlError(
+                f"{self.at('column ' + repr(column), node)}: names starting with "
+                f"{RESERVED_PREFIX!r} are reserved for ivm's own columns"
+            )
 
     def new_name(self, target: exp.Expression) -> str:
         """A name CREATE gives: a plain name, not one of DuckDB's keywords unquoted (every
@@ -319,6 +343,7 @@ class _Statement:
                         f"{self.at('column ' + repr(column), item)}: the name is reserved "
                         "for weights"
                     )
+                self.not_reserved(column, item)
                 kind = item.args.get("kind")
                 if kind is None:
                     raise SqlError(f"{self.at('column ' + repr(column), item)} needs a type")
@@ -352,6 +377,8 @@ class _Statement:
                 raise UnsupportedSQL(
                     f"{self.at('table constraint', item)} is not supported: only PRIMARY KEY"
                 )
+        if not columns:
+            raise SqlError(f"{self.at('CREATE TABLE ' + name, tree)}: a table needs a column")
         by_lower: dict[str, str] = {}
         for item in target.expressions:
             if isinstance(item, exp.ColumnDef):

@@ -42,6 +42,7 @@ from collections.abc import Mapping
 
 from sqlglot import exp
 
+from ivm.errors import SqlError
 from ivm.plan.node import Plan
 from ivm.schema import Column, Schema
 from ivm.sql_frontend.parsing import parse_query, quiet
@@ -57,6 +58,7 @@ from ivm.sql_frontend.planner.unsupported import reject_unsupported
 from ivm.sql_frontend.planner.used_columns import used_names
 from ivm.sql_frontend.planner.values import name_values_columns
 from ivm.sql_frontend.positions import TEXT_START, Locator, Origin
+from ivm.sql_frontend.statements import RESERVED_PREFIX
 
 
 def plan_query(
@@ -102,11 +104,23 @@ def plan_expression(
         text = sql if sql is not None else tree.sql(dialect="duckdb")
         target = describe(without_proctime(text))
         names = unique_names(target.names)
+        not_reserved(names, parsed, locator)
         columns = tuple(
             Column(n, materialized_type(c.type))
             for n, c in zip(names, target.columns, strict=True)
         )
         return conform(ctx, plan, Schema(columns))
+
+
+def not_reserved(names: list[str], tree: exp.Expression, locator: Locator) -> None:
+    """Refuse a view column named like ivm's own columns (``__ivm_…``)."""
+    for name in names:
+        if name.lower().startswith(RESERVED_PREFIX):
+            node = next((i for i in tree.find_all(exp.Identifier) if i.name == name), None)
+            raise SqlError(
+                f"{locator.describe('column ' + repr(name), node)}: names starting with "
+                f"{RESERVED_PREFIX!r} are reserved for ivm's own columns"
+            )
 
 
 PROCTIME = re.compile(r"\bFOR\s+SYSTEM_TIME\s+AS\s+OF\s+PROCTIME\s*\(\s*\)", re.IGNORECASE)
