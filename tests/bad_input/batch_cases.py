@@ -18,6 +18,11 @@ HUGE = "9" * 1_000_000
 """An oversized string: a megabyte of digits."""
 
 
+def doc(id_: int = 7, **changes: object) -> dict[str, object]:
+    """A row of ``docs``."""
+    return {"id": id_, "meta": {"src": "w", "n": 1}, **changes}
+
+
 def events_arrow(**columns: pa.Array) -> pa.Table:
     """One row of ``events`` as Arrow, columns replaced."""
     data = {"k": pa.array([3], pa.int32()), "v": pa.array([1.0]), "s": pa.array(["1"])}
@@ -49,15 +54,15 @@ WRONG_TYPES = [
            "'k'"),
     ingest("record-batch-float-into-bigint", "orders", pa.record_batch(
         {"id": [1.5], "customer": ["a"], "amount": [None], "qty": [None], "tags": [None],
-         "meta": [None], "day": [None]}), E, "'orders'", "'id'"),
+         "day": [None]}), E, "'orders'", "'id'"),
     ingest("pandas-text-into-decimal", "orders", pd.DataFrame(
         {"id": [7], "customer": ["a"], "amount": ["ten"], "qty": [1], "tags": [None],
-         "meta": [None], "day": [None]}), E, "'orders'", "'amount'"),
+         "day": [None]}), E, "'orders'", "'amount'"),
     ingest("rows-bad-date", "orders", [order(7, day="not a day")], E, "'orders'", "'day'"),
     ingest("columns-bool-into-int", "events", {"k": [True], "v": [1.0], "s": ["1"]}, E, "'k'"),
     ingest("polars-text-key", "orders", pl.DataFrame(
         {"id": ["7"], "customer": ["a"], "amount": [1.0], "qty": [1], "tags": [["t"]],
-         "meta": [{"src": "w", "n": 1}], "day": [datetime.date(2026, 1, 1)]}), E, "'id'"),
+         "day": [datetime.date(2026, 1, 1)]}), E, "'id'"),
     ingest("reader-int-into-varchar", "events", reader(pa.record_batch(
         {"k": pa.array([1], pa.int32()), "v": [1.0], "s": [5]})), E, "'events'", "'s'"),
     ingest("relation-text-into-double", "events", relation("SELECT 1 AS k, 'x' AS v, '1' AS s"),
@@ -79,14 +84,13 @@ LOSSY = [
     ingest("whole-float-into-bigint", "orders", pa.table(
         {"id": [7.0], "customer": ["a"], "amount": pa.array([None], pa.decimal128(12, 2)),
          "qty": pa.array([1], pa.int32()), "tags": pa.array([None], pa.list_(pa.string())),
-         "meta": pa.array([None], pa.struct([("src", pa.string()), ("n", pa.int32())])),
          "day": pa.array([None], pa.date32())}), E, "'id'"),
     ingest("uint64-past-bigint", "pairs", pa.table(
         {"a": pa.array([2**63], pa.uint64()), "b": ["p"], "x": pa.array([1], pa.int32())}),
            E, "'pairs'", "'a'"),
     ingest("nan-into-bigint", "orders", pa.table(
         {"id": [float("nan")], "customer": ["a"], "amount": [1], "qty": [1], "tags": [None],
-         "meta": [None], "day": [None]}), E, "'id'"),
+         "day": [None]}), E, "'id'"),
     ingest("pandas-nan-into-int", "events", pd.DataFrame(
         {"k": [1, None], "v": [1.0, 2.0], "s": ["1", "2"]}), E, "'k'"),
     ingest("timestamp-into-date", "orders", [order(7, day=datetime.datetime(2026, 1, 1, 12))],
@@ -173,14 +177,17 @@ NESTED = [
     ingest("list-of-ints-into-varchar-list", "orders", [order(7, tags=[1, 2])], E, "'tags'"),
     ingest("string-into-list", "orders", [order(7, tags="x")], E, "'tags'"),
     ingest("list-of-lists-into-list", "orders", [order(7, tags=[["x"]])], E, "'tags'"),
-    ingest("struct-unknown-field", "orders", [order(7, meta={"src": "w", "zz": 1})], E, "'meta'"),
-    ingest("struct-field-wrong-type", "orders", [order(7, meta={"src": "w", "n": "abc"})], E,
-           "'meta'"),
-    ingest("list-into-struct", "orders", [order(7, meta=[1])], E, "'meta'"),
+    ingest("struct-unknown-field", "docs", [doc(meta={"src": "w", "zz": 1})], E, "'meta'"),
+    ingest("struct-field-wrong-type", "docs", [doc(meta={"src": "w", "n": "abc"})], E,
+           "'docs'", "'meta'"),
+    ingest("list-into-struct", "docs", [doc(meta=[1])], E, "'meta'"),
+    ingest("scalar-into-struct", "docs", [doc(meta="w")], E, "'meta'"),
+    ingest("struct-missing-field", "docs", [doc(meta={"src": "w"})], E, "'meta'"),
     ingest("struct-into-list", "orders", [order(7, tags={"a": "b"})], E, "'tags'"),
     ingest("debezium-nested-mismatch", "orders", [
         {"op": "c", "before": None, "after": order(7, tags=[1])}], E, "'orders'", "tags"),
-    ingest("struct-field-lossy", "orders", [order(7, meta={"src": "w", "n": 2**40})], E, "'meta'"),
+    ingest("struct-field-lossy", "docs", [doc(meta={"src": "w", "n": 2**40})], E, "'meta'"),
+    ingest("struct-duplicate-key", "docs", [doc(1)], C, "'docs'", "'id': 1"),
 ]
 
 EMPTY_AND_ZERO_COLUMNS = [

@@ -66,7 +66,8 @@ def call(id_: str, method: str, args: tuple[Any, ...], error: type[ivm.IvmError]
 
 SHOP = """
 CREATE TABLE orders (id BIGINT PRIMARY KEY, customer VARCHAR NOT NULL, amount DECIMAL(12, 2),
-                     qty INTEGER, tags VARCHAR[], meta STRUCT(src VARCHAR, n INTEGER), day DATE);
+                     qty INTEGER, tags VARCHAR[], day DATE);
+CREATE TABLE docs (id BIGINT PRIMARY KEY, meta STRUCT(src VARCHAR, n INTEGER));
 CREATE TABLE events (k INTEGER, v DOUBLE, s VARCHAR);
 CREATE TABLE pairs (a BIGINT, b VARCHAR, x INTEGER, PRIMARY KEY (a, b));
 CREATE TABLE ratings (r DOUBLE PRIMARY KEY, y INTEGER);
@@ -77,8 +78,10 @@ CREATE VIEW event_counts AS SELECT k, COUNT(*) AS n, SUM(v) AS sv FROM events GR
 CREATE VIEW joined AS SELECT o.id, p.b, p.x FROM orders o JOIN pairs p ON o.id = p.a;
 CREATE VIEW coded AS SELECT k, CAST(s AS INTEGER) AS code FROM events;
 CREATE VIEW rated AS SELECT COUNT(*) AS n, MAX(y) AS top FROM ratings;
+CREATE VIEW sources AS SELECT meta.src AS src, SUM(meta.n) AS n FROM docs GROUP BY meta.src;
 """
-"""The corpus's schema: keyed, keyless, composite-key and DOUBLE-key tables, nested types,
+"""The corpus's schema: keyed, keyless, composite-key and DOUBLE-key tables, nested types
+(lists; a STRUCT apart, in ``docs``: Spark mode's sample has none),
 and views of every common kind (one, ``coded``, fails on a bad value)."""
 
 DAY = datetime.date(2026, 1, 1)
@@ -87,7 +90,7 @@ DAY = datetime.date(2026, 1, 1)
 def order(id_: int, **changes: Any) -> dict[str, Any]:
     """A good row of ``orders``."""
     row = {"id": id_, "customer": "ada", "amount": Decimal("10.50"), "qty": 2, "tags": ["x"],
-           "meta": {"src": "web", "n": 1}, "day": DAY}
+           "day": DAY}
     row.update(changes)
     return row
 
@@ -103,7 +106,8 @@ def pair(a: int = 1, b: str = "p", x: int = 1, **extra: Any) -> dict[str, Any]:
 
 
 SHOP_ROWS: dict[str, list[dict[str, Any]]] = {
-    "orders": [order(1), order(2, customer="bob", qty=1, tags=None, meta=None, day=None)],
+    "orders": [order(1), order(2, customer="bob", qty=1, tags=None, day=None)],
+    "docs": [{"id": 1, "meta": {"src": "web", "n": 1}}],
     "events": [event(), event(), event(2, float("nan"), "3")],
     "pairs": [pair(), pair(2, "q", 5)],
     "ratings": [{"r": float("nan"), "y": 1}, {"r": 0.0, "y": 2}, {"r": 1.5, "y": 3}],
@@ -124,4 +128,5 @@ def good_batch(n: int) -> dict[str, list[dict[str, Any]]]:
     return {"orders": [order(1000 + n, customer=f"c{n % 3}", qty=n % 4)],
             "events": [event(n % 5, 0.5, str(n))],
             "pairs": [pair(1000 + n, "g", n)],
-            "ratings": [{"r": 1000.0 + n, "y": n}]}
+            "ratings": [{"r": 1000.0 + n, "y": n}],
+            "docs": [{"id": 1000 + n, "meta": {"src": "app", "n": n}}]}
