@@ -26,7 +26,7 @@ READING = [
     call("sql-unknown-column", "sql", ("SELECT zz FROM orders",), S, "zz"),
     call("sql-unparseable", "sql", ("SELEC 1",), S, "line 1"),
     call("sql-failing-value", "sql", ("SELECT CAST(customer AS INT) AS c FROM orders",), S,
-         "'ada'", "LINE 1: SELECT CAST(customer AS INT) AS c FROM orders"),
+         "customer", "LINE 1: SELECT CAST(customer AS INT) AS c FROM orders"),
     call("plain-sql-unknown", "plain_sql", ("nope",), S, "'nope'"),
     call("plain-sql-of-a-table", "plain_sql", ("orders",), S, "'orders'"),
 ]
@@ -47,7 +47,7 @@ CHANGEFEEDS = [
     call("changelog-negative", "changelog", ("revenue",), IvmError, "-1", retain=-1),
     call("changelog-text", "changelog", ("revenue",), IvmError, "'3'", retain="3"),
     call("changes-unknown", "changes", ("nope",), S, "'nope'", since=0),
-    call("changes-without-changelog", "changes", ("big",), IvmError, "'big'", since=0),
+    call("changes-without-changelog", "changes", ("joined",), IvmError, "'joined'", since=0),
     call("changes-negative", "changes", ("revenue",), EpochError, "-5", since=-5),
     call("changes-text", "changes", ("revenue",), EpochError, "'x'", since="x"),
     call("sink-unknown-table", "sink", ("nope",), SchemaError, "'nope'"),

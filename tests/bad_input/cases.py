@@ -73,11 +73,10 @@ CREATE TABLE pairs (a BIGINT, b VARCHAR, x INTEGER, PRIMARY KEY (a, b));
 CREATE TABLE ratings (r DOUBLE PRIMARY KEY, y INTEGER);
 CREATE VIEW revenue AS SELECT customer, SUM(amount) AS total, COUNT(*) AS n FROM orders
     GROUP BY customer;
-CREATE VIEW big AS SELECT id, qty FROM orders WHERE qty > 1;
 CREATE VIEW event_counts AS SELECT k, COUNT(*) AS n, SUM(v) AS sv FROM events GROUP BY k;
-CREATE VIEW joined AS SELECT o.id, p.b, p.x FROM orders o JOIN pairs p ON o.id = p.a;
+CREATE VIEW joined AS SELECT o.id, o.qty, p.b, p.x FROM orders o JOIN pairs p ON o.id = p.a
+    WHERE o.qty > 1;
 CREATE VIEW coded AS SELECT k, CAST(s AS INTEGER) AS code FROM events;
-CREATE VIEW rated AS SELECT COUNT(*) AS n, MAX(y) AS top FROM ratings;
 CREATE VIEW sources AS SELECT meta.src AS src, SUM(meta.n) AS n FROM docs GROUP BY meta.src;
 """
 """The corpus's schema: keyed, keyless, composite-key and DOUBLE-key tables, nested types

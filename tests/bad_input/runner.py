@@ -10,7 +10,7 @@ import pytest
 
 import ivm
 from bad_input.cases import Case
-from bad_input.unchanged import assert_unchanged, capture
+from bad_input.unchanged import State, assert_unchanged, capture
 
 GENERATED = re.compile(r"LINE \d+:|__ivm_\w+|__e\.|__c\b|SUM\(\"__w\"\)")
 """What only ivm's own SQL holds: DuckDB's excerpt of a statement, internal names."""
@@ -46,11 +46,11 @@ def check_error(case: Case, error: BaseException) -> None:
     check_message(case, str(error))
 
 
-def rejects_and_keeps(db: Any, case: Case) -> None:
+def rejects_and_keeps(db: Any, case: Case, before: State | None = None) -> State:
     """The case raises its error on ``db`` and leaves every table, view and the epoch as
-    they were."""
-    before = capture(db)
+    they were (``before``: captured now if not given); returns the state."""
+    before = before or capture(db)
     with pytest.raises(ivm.IvmError) as raised:
         invoke(db, case)
     check_error(case, raised.value)
-    assert_unchanged(db, before)
+    return assert_unchanged(db, before)

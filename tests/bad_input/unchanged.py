@@ -23,16 +23,23 @@ class State:
 
 
 def capture(db: Any) -> State:
-    """``db``'s state now."""
-    return State(
-        epoch=db.epoch,
-        tables={name: rows_as_text(db.read(name)) for name in db.tables},
-        views={name: rows_as_text(db.read(name)) for name in db.views},
-    )
+    """``db``'s state now, read in one query (every row as text, sorted per relation)."""
+    names = [*db.tables, *db.views]
+    parts = [f"SELECT {i} AS i, list(CAST(x AS VARCHAR) ORDER BY CAST(x AS VARCHAR)) AS r "
+             f"FROM {_quoted(name)} AS x" for i, name in enumerate(names)]
+    found = {row["i"]: row["r"] for row in db.sql(" UNION ALL ".join(parts)).to_pylist()} \
+        if parts else {}
+    contents = {name: found[i] for i, name in enumerate(names)}
+    return State(epoch=db.epoch, tables={n: contents[n] for n in db.tables},
+                 views={n: contents[n] for n in db.views})
 
 
-def assert_unchanged(db: Any, before: State) -> None:
-    """Fail unless ``db`` is exactly as ``before`` was captured."""
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def assert_unchanged(db: Any, before: State) -> State:
+    """Fail unless ``db`` is exactly as ``before`` was captured; returns the state."""
     after = capture(db)
     assert after.epoch == before.epoch, f"epoch moved: {before.epoch} -> {after.epoch}"
     assert list(after.tables) == list(before.tables), "the tables changed"
@@ -41,6 +48,7 @@ def assert_unchanged(db: Any, before: State) -> None:
                            ("view", before.views, after.views)):
         for name in old:
             assert new[name] == old[name], f"{kind} {name!r} changed"
+    return after
 
 
 def assert_views_recompute(db: Any) -> None:
