@@ -26,7 +26,7 @@ READING = [
     call("sql-unknown-column", "sql", ("SELECT zz FROM orders",), S, "zz"),
     call("sql-unparseable", "sql", ("SELEC 1",), S, "line 1"),
     call("sql-failing-value", "sql", ("SELECT CAST(customer AS INT) AS c FROM orders",), S,
-         "customer", "LINE 1: SELECT CAST(customer AS INT) AS c FROM orders"),
+         "LINE 1: SELECT CAST(customer AS INT) AS c FROM orders", "column customer"),
     call("plain-sql-unknown", "plain_sql", ("nope",), S, "'nope'"),
     call("plain-sql-of-a-table", "plain_sql", ("orders",), S, "'orders'"),
 ]
