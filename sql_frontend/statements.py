@@ -19,6 +19,7 @@ from sqlglot.tokens import Token, TokenType
 
 from ivm.errors import SqlError, UnsupportedSQL
 from ivm.schema import WEIGHT, Column, Schema, TableSchema
+from ivm.sql_frontend.identifiers import RESERVED_PREFIX, check_identifiers, not_reserved
 from ivm.sql_frontend.parsing import expect_query, parse_tokens, quiet, tokenize
 from ivm.sql_frontend.positions import TEXT_START, Locator, Origin
 
@@ -80,7 +81,6 @@ class Refresh:
 
 Statement = CreateTable | CreateView | Drop | AlterTable | Refresh
 
-RESERVED_PREFIX = "__ivm_"
 """Names of ivm's own tables start with this; user tables and views may not."""
 
 
@@ -117,16 +117,6 @@ def parse_script(sql: str) -> list[Statement]:
             check_identifiers(tree, locator)
             statements.append(_Statement(sql, piece, locator).read(tree))
     return statements
-
-
-def check_identifiers(tree: exp.Expression, locator: Locator) -> None:
-    """Refuse names DuckDB cannot hold as written: empty ones, and ones with a NUL
-    character (DuckDB would cut the name at it, so it would name something else)."""
-    for identifier in tree.find_all(exp.Identifier):
-        if identifier.name == "" or "\x00" in identifier.name:
-            what = "an empty name" if identifier.name == "" else "a name with a NUL character"
-            raise SqlError(f"{locator.describe(what, identifier)}: names need at least one "
-                           "character, and no NUL")
 
 
 def _refresh(tokens: list[Token], sql: str, locator: Locator) -> Refresh:
@@ -248,7 +238,7 @@ class _Statement:
                 )
             if action.name == WEIGHT:
                 raise SqlError(f"{where}: column name {WEIGHT!r} is reserved for weights")
-            self.not_reserved(action.name, action)
+            not_reserved(action.name, action, self.locator)
             return AlterTable(name, "add", action.name, kind.sql(dialect="duckdb"), where=where)
         if isinstance(action, exp.Drop) and (action.args.get("kind") or "").upper() == "COLUMN":
             columns = action.args.get("tables") or []
@@ -260,7 +250,7 @@ class _Statement:
             if column.replace("_", "a").isalnum():
                 return AlterTable(name, "drop", column, where=where)
         if isinstance(action, exp.RenameColumn):
-            self.not_reserved(action.args["to"].name, action.args["to"])
+            not_reserved(action.args["to"].name, action.args["to"], self.locator)
             return AlterTable(
                 name, "rename", action.this.name, new_name=action.args["to"].name, where=where
             )
@@ -280,15 +270,6 @@ class _Statement:
                 f"{RESERVED_PREFIX!r} are reserved for ivm's state"
             )
         return table.name
-
-    def not_reserved(self, column: str, node: exp.Expression) -> None:
-        """Refuse a column name of ivm's own columns (``__ivm_…``: row hashes, positions),
-        which every statement over the table would confuse with them."""
-        if column.lower().startswith(RESERVED_PREFIX):
-            raise SqlError(
-                f"{self.at('column ' + repr(column), node)}: names starting with "
-                f"{RESERVED_PREFIX!r} are reserved for ivm's own columns"
-            )
 
     def new_name(self, target: exp.Expression) -> str:
         """A name CREATE gives: a plain name, not one of DuckDB's keywords unquoted (every
@@ -343,7 +324,7 @@ class _Statement:
                         f"{self.at('column ' + repr(column), item)}: the name is reserved "
                         "for weights"
                     )
-                self.not_reserved(column, item)
+                not_reserved(column, item, self.locator)
                 kind = item.args.get("kind")
                 if kind is None:
                     raise SqlError(f"{self.at('column ' + repr(column), item)} needs a type")

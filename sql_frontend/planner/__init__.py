@@ -42,9 +42,9 @@ from collections.abc import Mapping
 
 from sqlglot import exp
 
-from ivm.errors import SqlError
 from ivm.plan.node import Plan
 from ivm.schema import Column, Schema
+from ivm.sql_frontend.identifiers import RESERVED_PREFIX, not_reserved
 from ivm.sql_frontend.parsing import parse_query, quiet
 from ivm.sql_frontend.planner.context import Context, Describe
 from ivm.sql_frontend.planner.lateral import mark_implicit_laterals, plain_lateral_functions
@@ -58,7 +58,6 @@ from ivm.sql_frontend.planner.unsupported import reject_unsupported
 from ivm.sql_frontend.planner.used_columns import used_names
 from ivm.sql_frontend.planner.values import name_values_columns
 from ivm.sql_frontend.positions import TEXT_START, Locator, Origin
-from ivm.sql_frontend.statements import RESERVED_PREFIX
 
 
 def plan_query(
@@ -104,7 +103,7 @@ def plan_expression(
         text = sql if sql is not None else tree.sql(dialect="duckdb")
         target = describe(without_proctime(text))
         names = unique_names(target.names)
-        not_reserved(names, parsed, locator)
+        not_reserved_outputs(names, parsed, locator)
         columns = tuple(
             Column(n, materialized_type(c.type))
             for n, c in zip(names, target.columns, strict=True)
@@ -112,15 +111,12 @@ def plan_expression(
         return conform(ctx, plan, Schema(columns))
 
 
-def not_reserved(names: list[str], tree: exp.Expression, locator: Locator) -> None:
+def not_reserved_outputs(names: list[str], tree: exp.Expression, locator: Locator) -> None:
     """Refuse a view column named like ivm's own columns (``__ivm_…``)."""
     for name in names:
         if name.lower().startswith(RESERVED_PREFIX):
             node = next((i for i in tree.find_all(exp.Identifier) if i.name == name), None)
-            raise SqlError(
-                f"{locator.describe('column ' + repr(name), node)}: names starting with "
-                f"{RESERVED_PREFIX!r} are reserved for ivm's own columns"
-            )
+            not_reserved(name, node, locator)
 
 
 PROCTIME = re.compile(r"\bFOR\s+SYSTEM_TIME\s+AS\s+OF\s+PROCTIME\s*\(\s*\)", re.IGNORECASE)
