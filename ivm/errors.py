@@ -2,9 +2,28 @@
 
 from __future__ import annotations
 
+import re
+
+LONGEST_WORD = 200
+"""A message's words (names, values) longer than this are shown cut, with their length."""
+
+
+def _elided(word: re.Match[str]) -> str:
+    text = word[0]
+    return f"{text[:60]}…({len(text)} characters)…{text[-20:]}"
+
 
 class IvmError(Exception):
-    """Base class of every error ivm raises."""
+    """Base class of every error ivm raises.
+
+    A message quotes the user's names and values; one of a megabyte is shown cut (its
+    start, its length and its end), so that a message stays readable.
+    """
+
+    def __init__(self, *args: object) -> None:
+        if args and isinstance(args[0], str) and len(args[0]) > LONGEST_WORD:
+            args = (re.sub(rf"\S{{{LONGEST_WORD + 1},}}", _elided, args[0]), *args[1:])
+        super().__init__(*args)
 
 
 class SqlError(IvmError):

@@ -19,6 +19,7 @@ from sqlglot.tokens import Token, TokenType
 
 from ivm.errors import SqlError, UnsupportedSQL
 from ivm.schema import WEIGHT, Column, Schema, TableSchema
+from ivm.sql_frontend.identifiers import RESERVED_PREFIX, check_identifiers, not_reserved
 from ivm.sql_frontend.parsing import expect_query, parse_tokens, quiet, tokenize
 from ivm.sql_frontend.positions import TEXT_START, Locator, Origin
 
@@ -80,7 +81,6 @@ class Refresh:
 
 Statement = CreateTable | CreateView | Drop | AlterTable | Refresh
 
-RESERVED_PREFIX = "__ivm_"
 """Names of ivm's own tables start with this; user tables and views may not."""
 
 
@@ -101,6 +101,8 @@ def duckdb_keywords() -> frozenset[str]:
 
 def parse_script(sql: str) -> list[Statement]:
     """Parse one or more ``;``-separated statements."""
+    if not isinstance(sql, str):
+        raise SqlError(f"SQL is text, not {type(sql).__name__}")
     with quiet():
         tokens = tokenize(sql)
         locator = Locator(sql, tokens=tokens)
@@ -112,6 +114,7 @@ def parse_script(sql: str) -> list[Statement]:
             tree = parse_tokens(piece, sql)
             if isinstance(tree, exp.Command):
                 raise _command_error(tree, piece, sql, locator)
+            check_identifiers(tree, locator)
             statements.append(_Statement(sql, piece, locator).read(tree))
     return statements
 
@@ -235,6 +238,7 @@ class _Statement:
                 )
             if action.name == WEIGHT:
                 raise SqlError(f"{where}: column name {WEIGHT!r} is reserved for weights")
+            not_reserved(action.name, action, self.locator)
             return AlterTable(name, "add", action.name, kind.sql(dialect="duckdb"), where=where)
         if isinstance(action, exp.Drop) and (action.args.get("kind") or "").upper() == "COLUMN":
             columns = action.args.get("tables") or []
@@ -246,6 +250,7 @@ class _Statement:
             if column.replace("_", "a").isalnum():
                 return AlterTable(name, "drop", column, where=where)
         if isinstance(action, exp.RenameColumn):
+            not_reserved(action.args["to"].name, action.args["to"], self.locator)
             return AlterTable(
                 name, "rename", action.this.name, new_name=action.args["to"].name, where=where
             )
@@ -319,6 +324,7 @@ class _Statement:
                         f"{self.at('column ' + repr(column), item)}: the name is reserved "
                         "for weights"
                     )
+                not_reserved(column, item, self.locator)
                 kind = item.args.get("kind")
                 if kind is None:
                     raise SqlError(f"{self.at('column ' + repr(column), item)} needs a type")
@@ -352,6 +358,8 @@ class _Statement:
                 raise UnsupportedSQL(
                     f"{self.at('table constraint', item)} is not supported: only PRIMARY KEY"
                 )
+        if not columns:
+            raise SqlError(f"{self.at('CREATE TABLE ' + name, tree)}: a table needs a column")
         by_lower: dict[str, str] = {}
         for item in target.expressions:
             if isinstance(item, exp.ColumnDef):

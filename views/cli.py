@@ -20,6 +20,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from rich.text import Text
+
 from ivm.errors import IvmError
 from ivm.views import pipeline
 from ivm.views.cli_render import console, render_status, render_table
@@ -32,9 +34,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args.command(args)
     except IvmError as error:
-        console(stderr=True).print(f"[bold red]ivm: error:[/] {error}", highlight=False)
+        text = " ".join(str(error).split())  # one line, whatever DuckDB's message held
+        # The message as plain text: a name holding "[x]" is no markup.
+        console(stderr=True).print(Text.assemble(("ivm: error: ", "bold red"), text),
+                                   highlight=False, soft_wrap=True)
         return 1
     return 0
+
+
+def read_file(path: Path) -> str:
+    """The text of a file the command line names; IvmError if it cannot be read."""
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        raise IvmError(f"cannot read {path}: {getattr(error, 'strerror', None) or error}") from None
+
+
+def write_file(path: Path, data: str | bytes) -> None:
+    """Write an output file the command line names; IvmError if it cannot be written."""
+    try:
+        if isinstance(data, bytes):
+            path.write_bytes(data)
+        else:
+            path.write_text(data)
+    except OSError as error:
+        raise IvmError(f"cannot write {path}: {error.strerror or error}") from None
 
 
 def parser() -> argparse.ArgumentParser:
@@ -91,9 +115,10 @@ def run_pipeline(args: argparse.Namespace) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     out = console()
+    script = read_file(args.sql)  # before the state is opened (or created) for it
     with connect(args.state) as db:
         with out.status("creating tables and views (backfilling views from their tables)"):
-            done = pipeline.define(db, args.sql.read_text())
+            done = pipeline.define(db, script)
         for line in done:
             out.print(line)
         if args.cdc is None:
@@ -138,10 +163,7 @@ def explain_view(args: argparse.Namespace) -> None:
         else:
             plan = db.explain(args.view, analyze=args.analyze, format=args.format)
     if args.output is not None:
-        if isinstance(plan, bytes):
-            args.output.write_bytes(plan)
-        else:
-            args.output.write_text(plan)
+        write_file(args.output, plan)
     elif isinstance(plan, bytes):
         sys.stdout.buffer.write(plan)
     else:

@@ -22,6 +22,7 @@ import duckdb
 
 from ivm.errors import IvmError, IvmWarning, SqlError
 from ivm.execution.embedded import describe
+from ivm.execution.failures import duckdb_text
 from ivm.plan.sql import W
 from ivm.schema import TableSchema
 from ivm.sql_frontend.positions import TEXT_START, Origin
@@ -161,7 +162,7 @@ class Ddl(_Base):
         try:
             create_trace(self._con, trace, [(c.name, c.type) for c in table.schema.columns])
         except duckdb.Error as error:
-            raise SqlError(f"CREATE TABLE {table.name}: {error}") from error
+            raise SqlError(f"CREATE TABLE {table.name}: {duckdb_text(error)}") from error
         self._compactor.created(trace)
         # DuckDB's spelling of the types (TEXT → VARCHAR, INT → INTEGER…).
         actual = describe(self._con, f"SELECT * EXCLUDE ({W}) FROM {trace}")

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import pyarrow as pa
 
-from ivm.errors import ExecutionError, IvmError
+from ivm.errors import ExecutionError, IvmError, SchemaError
 from ivm.execution.profile import EpochProfile
 from ivm.plan.sql import W, column_list, consolidate_sql
 from ivm.schema import quote
@@ -70,7 +70,7 @@ class Loading(_Base):
         self._check_open()
         name = self._ingestible(table)
         reader, total = _reader(batch)
-        chunks = _chunks(reader)
+        chunks = _chunks(reader, f"table {name!r}")
         first = next(chunks)
         if first.num_rows == 0 and not forced:
             return self._unchanged()  # an empty batch is a no-op (API: ingest)
@@ -150,11 +150,16 @@ def _reader(batch: Any) -> tuple[pa.RecordBatchReader, int | None]:
     raise IvmError(f"cannot stream a {type(batch).__name__}")
 
 
-def _chunks(reader: pa.RecordBatchReader) -> Iterator[pa.Table]:
+def _chunks(reader: pa.RecordBatchReader, context: str) -> Iterator[pa.Table]:
     """The reader's rows as tables of about ``CHUNK_ROWS`` rows (small batches gathered)."""
     pending: list[pa.RecordBatch] = []
     rows, chunks = 0, 0
     for batch in reader:
+        if not batch.schema.equals(reader.schema):
+            raise SchemaError(
+                f"{context}: record batch {chunks + len(pending)} of the reader has columns "
+                f"({_fields(batch.schema)}) unlike the reader's own ({_fields(reader.schema)})"
+            )
         pending.append(batch)
         rows += batch.num_rows
         if rows >= CHUNK_ROWS:
@@ -162,6 +167,11 @@ def _chunks(reader: pa.RecordBatchReader) -> Iterator[pa.Table]:
             pending, rows, chunks = [], 0, chunks + 1
     if rows or not chunks:  # the rest, or one empty chunk for an empty stream
         yield pa.Table.from_batches(pending, reader.schema)
+
+
+def _fields(schema: pa.Schema) -> str:
+    """A schema on one line: ``name type, …``."""
+    return ", ".join(f"{field.name} {field.type}" for field in schema)
 
 
 def _bar(show: bool, table: str, total: int | None) -> Any:

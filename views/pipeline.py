@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from ivm.errors import IvmError, SchemaError
+from ivm.execution.failures import duckdb_text
 from ivm.sql_frontend.statements import CreateTable, CreateView, parse_script
 
 if TYPE_CHECKING:
@@ -112,7 +113,10 @@ def apply_files(
                 continue
             progress(path, table, "applying")
             function = READERS[path.suffix.lower()]
-            relation = reader.sql(f"SELECT * FROM {function}('{_literal(path)}')")
+            try:
+                relation = reader.sql(f"SELECT * FROM {function}('{_literal(path)}')")
+            except duckdb.Error as error:
+                raise SchemaError(f"cannot read CDC file {path}: {duckdb_text(error)}") from None
             db._streams.pending = (stream, 0)
             try:
                 db.ingest(table, relation, epoch=db.epoch + 1)

@@ -13,6 +13,8 @@ from ivm.sql_frontend.positions import TEXT_START
 
 def check_read_query(query: str) -> None:
     """Raise SqlError unless ``query`` is one read-only query (SELECT / WITH / set operation)."""
+    if not isinstance(query, str):
+        raise SqlError(f"sql() takes SQL text, not {type(query).__name__}")
     try:
         trees = sqlglot.parse(query, read="duckdb")
     except ParseError as error:  # its position and words, without terminal escape codes

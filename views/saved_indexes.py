@@ -22,6 +22,7 @@ import numpy as np
 
 from ivm.errors import IvmWarning, SqlError
 from ivm.execution.embedded import describe
+from ivm.execution.failures import duckdb_text
 from ivm.execution.row_index import WRITABLE, RowIndex, hash_columns_sql
 from ivm.operators.base import STATE_FORMAT, Savable, SavedMemory
 from ivm.operators.time_index import TIME_CODE_TYPES, time_code_sql
@@ -103,7 +104,7 @@ class SavedIndexes(_Base):
         try:
             schema = describe(self._con, sql)
         except duckdb.Error as error:
-            raise SqlError(f"DuckDB rejects the query: {error}") from error
+            raise SqlError(f"DuckDB rejects the query: {duckdb_text(error)}") from error
         if self._opening:
             self._described[sql] = schema
         return schema

@@ -109,6 +109,8 @@ class Serving(_Base):
         if spark_mode(self):
             raise IvmError("serve() is for embedded mode: in Spark mode read the views with "
                            "db.dataframe(view) in Spark jobs")
+        if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
+            raise IvmError(f"serve: port must be an integer from 0 to 65535, not {port!r}")
         server = Server(_Flight(self, f"grpc://{host}:{port}"))
         self._on_close_actions.append(server.stop)
         return server

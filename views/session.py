@@ -84,6 +84,8 @@ def connect(path: str | os.PathLike[str] | None = None, *, spark: Any = None,
     """
     if on_plan_change not in PLAN_CHANGE_POLICIES:
         raise IvmError(f"on_plan_change must be 'rebuild' or 'refuse', not {on_plan_change!r}")
+    if path is not None and not isinstance(path, str | os.PathLike):
+        raise StateError(f"connect takes a path (a directory of state), not {path!r}")
     if spark is not None:
         from ivm.views.spark.session import SparkModeSession  # imports pyspark: only when asked
 
@@ -342,6 +344,8 @@ class Session(Surface, Ddl, Ingest, Recompute, ViewState, SavedIndexes):
 
     def _resolve(self, name: str) -> str:
         """The stored spelling of a table or view name (DuckDB names ignore case)."""
+        if not isinstance(name, str):
+            raise SqlError(f"a table or view name is text, not {type(name).__name__} {name!r}")
         if name in self._tables or name in self._views:
             return name
         for known in [*self._tables, *self._views]:

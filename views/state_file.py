@@ -34,10 +34,28 @@ def claim(path: Path | None) -> Path | None:
     if path is None:
         return None
     file = (path if path.suffix == ".duckdb" else path / STATE_FILE).resolve()
+    if path.suffix != ".duckdb" and not file.exists():
+        refuse_foreign(file.parent)
     if file in _OPEN_STATES:
         raise StateError(f"state at {path} is already open in this process: close it first")
     _OPEN_STATES.add(file)
     return file
+
+
+LAYOUT = ("tables", "views", "fence", f"{STATE_FILE}.memory")
+"""What ivm writes beside its state file (Spark mode's partition files, the saved indexes)."""
+
+
+def refuse_foreign(directory: Path) -> None:
+    """StateError, touching nothing, if ``directory`` holds what ivm writes beside a state
+    file but no state file: another tool's files (or state whose catalog was deleted),
+    which new state there would mix with, and Spark mode would remove as strays."""
+    found = [name for name in LAYOUT if (directory / name).exists()]
+    if found:
+        raise StateError(
+            f"{directory} holds {', '.join(found)} but no {STATE_FILE}: not ivm state (or "
+            "state whose catalog is gone); point ivm.connect at a new directory"
+        )
 
 
 def release(file: Path | None) -> None:

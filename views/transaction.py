@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import duckdb
 
 from ivm.errors import ExecutionError, IvmError, StateError
-from ivm.execution.failures import sql_failure
+from ivm.execution.failures import duckdb_text, sql_failure
 
 
 class Transactional(Protocol):
@@ -90,4 +90,4 @@ class Transaction:
         if isinstance(error, duckdb.Error):
             if self.error_class is ExecutionError:  # an epoch's statements are ivm's own
                 raise sql_failure(error) from error
-            raise self.error_class(f"DuckDB: {error}") from error
+            raise self.error_class(f"DuckDB: {duckdb_text(error)}") from error

@@ -110,7 +110,7 @@ def sql_failure(
     """The error a failed generated statement stands for: ``ExecutionError`` when DuckDB
     objects to a value (or the machine), else ``InternalError``."""
     if is_data_error(error):
-        return ExecutionError(f"{doing} failed: {error}")
+        return ExecutionError(f"{doing} failed: {duckdb_text(error)}")
     return InternalError(internal_message(duckdb_text(error), view, construct))
 
 

@@ -44,6 +44,7 @@ from sqlglot import exp
 
 from ivm.plan.node import Plan
 from ivm.schema import Column, Schema
+from ivm.sql_frontend.identifiers import RESERVED_PREFIX, not_reserved
 from ivm.sql_frontend.parsing import parse_query, quiet
 from ivm.sql_frontend.planner.context import Context, Describe
 from ivm.sql_frontend.planner.lateral import mark_implicit_laterals, plain_lateral_functions
@@ -102,11 +103,20 @@ def plan_expression(
         text = sql if sql is not None else tree.sql(dialect="duckdb")
         target = describe(without_proctime(text))
         names = unique_names(target.names)
+        not_reserved_outputs(names, parsed, locator)
         columns = tuple(
             Column(n, materialized_type(c.type))
             for n, c in zip(names, target.columns, strict=True)
         )
         return conform(ctx, plan, Schema(columns))
+
+
+def not_reserved_outputs(names: list[str], tree: exp.Expression, locator: Locator) -> None:
+    """Refuse a view column named like ivm's own columns (``__ivm_…``)."""
+    for name in names:
+        if name.lower().startswith(RESERVED_PREFIX):
+            node = next((i for i in tree.find_all(exp.Identifier) if i.name == name), None)
+            not_reserved(name, node, locator)
 
 
 PROCTIME = re.compile(r"\bFOR\s+SYSTEM_TIME\s+AS\s+OF\s+PROCTIME\s*\(\s*\)", re.IGNORECASE)

@@ -27,7 +27,8 @@ def resolve(
     tree: exp.Expression, relations: Mapping[str, Schema], locator: Locator
 ) -> exp.Expression:
     """``tree`` (a parsed query over ``relations``) with every name resolved."""
-    schema = {name: {c.name: c.type for c in s.columns} for name, s in relations.items()}
+    schema = {schema_key(name): {schema_key(c.name): c.type for c in s.columns}
+              for name, s in relations.items()}
     try:
         return apply_rules(
             tree,
@@ -52,6 +53,18 @@ def resolve(
             f"{construct} is not supported: its names could not be resolved (a shape "
             "sqlglot's qualify does not expect)"
         ) from error
+
+
+def schema_key(name: str) -> str:
+    """``name`` as sqlglot's schema reads it back unchanged: sqlglot parses a schema's
+    names as SQL, so one holding ``;``, ``--`` or outer spaces would name something else
+    (``'x--y'`` reads as ``x``); those are given quoted (their case then kept)."""
+    try:
+        if exp.parse_identifier(name, dialect="duckdb").name.lower() == name.lower():
+            return name
+    except SqlglotError:
+        pass
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _located(message: str, tree: exp.Expression) -> tuple[str, exp.Expression | None]:

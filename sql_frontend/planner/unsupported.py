@@ -28,6 +28,7 @@ from ivm.sql_frontend.positions import Locator
 
 UNSUPPORTED_NODES: dict[type[exp.Expression], str] = {
     exp.Pivot: "PIVOT",
+    exp.TableSample: "USING SAMPLE / TABLESAMPLE (rows drawn at random)",
 }
 """Constructs refused wherever they appear."""
 

@@ -46,7 +46,18 @@ def to_arrow(batch: object, context: str) -> pa.Table:
             "relation, a list of dicts (rows) or a dict of columns"
         )
     check_unique(data.column_names, context)
+    rows = _row_count(batch)
+    if data.num_columns == 0 and rows:  # rows of no columns: still rows, missing every column
+        data = pa.table({"": pa.nulls(rows)}).drop([""])
     return data
+
+
+def _row_count(batch: object) -> int:
+    """How many rows a list of dicts or a DataFrame holds, whatever its columns (pyarrow
+    gives a table without columns no rows)."""
+    if isinstance(batch, list | tuple):
+        return len(batch)
+    return len(batch) if _is_pandas_frame(batch) else 0
 
 
 def check_unique(names: Sequence[str], context: str) -> None:

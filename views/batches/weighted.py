@@ -33,8 +33,16 @@ def _weights(values: pa.ChunkedArray, context: str) -> pa.ChunkedArray:
         pc.is_null(values), lambda i: f"{context}: row {i} of the batch has a NULL weight"
     )
     try:
-        return pc.cast(values, pa.int64(), safe=True)
+        weights = pc.cast(values, pa.int64(), safe=True)
     except ARROW_ERRORS as exc:
         raise SchemaError(
             f"{context}: weight column {WEIGHT!r} does not fit int64: {exc}"
         ) from None
+    # Equal rows' weights are summed in int64: their total must fit it (a float sum of
+    # magnitudes is exact enough to tell).
+    if (pc.sum(pc.abs(pc.cast(weights, pa.float64(), safe=False))).as_py() or 0) >= 2.0**63:
+        raise SchemaError(
+            f"{context}: the weights of column {WEIGHT!r} add up past the int64 range "
+            "(a batch's weights may sum to at most 2^63 - 1 in magnitude)"
+        )
+    return weights
