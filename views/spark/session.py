@@ -206,7 +206,7 @@ class SparkModeSession(SparkReads, Session):
 
     def _manifest(self, view: ViewDef) -> Manifest:
         traces = [
-            TraceEntry(f"{stage.name}/{unquote(table)}", columns_of(schema), key)
+            TraceEntry(f"{stage.placement}/{unquote(table)}", columns_of(schema), key)
             for stage in self._stages_of(view.name)
             for table, schema, key in stage_traces(stage)
         ]

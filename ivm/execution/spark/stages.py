@@ -98,6 +98,16 @@ class Stage:
         """True when the stage stores the contents of its table or view (trace ``contents``)."""
         return self.contents_key is not None
 
+    @property
+    def placement(self) -> str:
+        """The stage's name, and how it is partitioned where that may differ for one
+        operator (a fixed point over an invariant column, once run on one partition): what
+        a view's manifest records, so state laid out for the other placement is another
+        plan's (rebuilt), never read as this one's."""
+        if not any(s.replicated for s in self.inputs):
+            return self.name
+        return f"{self.name} by [{', '.join(self.inputs[0].key)}]"
+
     def kept_inputs(self) -> list[tuple[str, Schema, tuple[str, ...]]]:
         """(name, schema, key) of each input whose integral the stage keeps."""
         return [(input_name(i), s.schema, s.key) for i, s in enumerate(self.inputs) if s.kept]

@@ -80,3 +80,23 @@ def test_join_keys_hash_alike_only_when_equal_values_hash_alike(
 ) -> None:
     join = stages_of(f"SELECT o.id FROM o JOIN c ON {condition}")[0]
     assert join.partitioned == partitioned, condition
+
+
+TC = ("WITH RECURSIVE r(a, b) AS (SELECT id, c FROM o UNION SELECT r.a, o.c FROM r "
+      "JOIN o ON r.b = o.id) SELECT * FROM r")
+
+
+def test_a_fixed_point_over_an_invariant_column_is_partitioned_and_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    (stage,) = stages_of(TC)
+    assert stage.partitioned and stage.contents
+    assert [(i.key, i.replicated) for i in stage.inputs] == [(("a",), False), ((), True)]
+    # State laid out on one partition (as before invariant columns) is another placement,
+    # so a view's manifest differs and its state is rebuilt, never read as partitioned.
+    from ivm.operators.fixed_point import FixedPoint
+
+    monkeypatch.setattr(FixedPoint, "invariant", property(lambda self: None))
+    alone = stages_of(TC)[0]  # then followed by a stage storing the view
+    assert alone.name == stage.name and not alone.partitioned
+    assert alone.placement == alone.name != stage.placement
