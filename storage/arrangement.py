@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from ivm import faults
 from ivm.storage.sqltext import WEIGHT
 
 MERGE_RATIO = 2
@@ -239,6 +240,7 @@ class Arrangement:
         while len(self.batches) > 1 and (
             len(self.batches[-2]) < MERGE_RATIO * len(self.batches[-1])
         ):
+            faults.reached("arrangement.merge")
             last = self.batches.pop()
             self.batches[-1] = merged([self.batches[-1], last])
 

@@ -24,6 +24,7 @@ import json
 
 import duckdb
 
+from ivm import faults
 from ivm.storage.manifest import Manifest
 from ivm.storage.results import fetch_first
 
@@ -124,6 +125,7 @@ class Catalog:
             f"INSERT INTO {ENTRIES} SELECT created, ?, ?, ? FROM {META}",
             [kind, name, definition],
         ).fetchall()
+        faults.reached("ddl.catalog")
 
     def sequence(self, name: str) -> int:
         """The creation number of table or view ``name`` (unique over the state's life)."""
@@ -137,6 +139,7 @@ class Catalog:
         self.con.execute(f"DELETE FROM {ENTRIES} WHERE name = ?", [name]).fetchall()
         if MANIFESTS in _tables(self.con):
             self.con.execute(f"DELETE FROM {MANIFESTS} WHERE name = ?", [name]).fetchall()
+        faults.reached("ddl.dropped")
 
     def manifest(self, name: str) -> Manifest | None:
         """The stored manifest of view ``name`` (None: none was written, format 1)."""
@@ -156,6 +159,7 @@ class Catalog:
         self.con.execute(
             f"INSERT INTO {MANIFESTS} VALUES (?, ?)", [name, manifest.to_json()]
         ).fetchall()
+        faults.reached("ddl.manifest")
 
     def settings(self) -> dict[str, str] | None:
         """The DuckDB settings recorded with the state (None: none were, older state)."""

@@ -45,6 +45,8 @@ from typing import Any
 
 import numpy as np
 
+from ivm import faults
+
 MANIFEST = "manifest.json"
 FORMAT = 3
 """Version of what a snapshot holds: 3 since row hashes tell 128-bit numbers and nested
@@ -87,9 +89,11 @@ def save_snapshot(
     for key in [k for k, (ref, _) in _mapped.items() if ref() is None]:
         del _mapped[key]
     fresh = directory.with_name(f"{directory.name}.new-{os.getpid()}")
-    shutil.rmtree(fresh, ignore_errors=True)
+    for stale in directory.parent.glob(f"{directory.name}.new-*"):  # left by a crash
+        shutil.rmtree(stale, ignore_errors=True)
     try:
         fresh.mkdir(parents=True)
+        faults.reached("snapshot.begin")
         listed: dict[str, dict[str, list[object]]] = {}
         count = 0
         for name, arrays in entries.items():
@@ -97,6 +101,7 @@ def save_snapshot(
             for array_name, array in arrays.items():
                 file = f"{count}.npy"
                 count += 1
+                faults.reached("snapshot.array")
                 _write(array, fresh / file)
                 mode = "c" if array_name in (writable or {}).get(name, frozenset()) else "r"
                 files[array_name] = [file, mode]
@@ -104,8 +109,10 @@ def save_snapshot(
         manifest = {"format": FORMAT, "stamp": stamp, "entries": listed,
                     "notes": dict(notes or {})}
         (fresh / MANIFEST).write_text(json.dumps(manifest))
+        faults.reached("snapshot.manifest")
         shutil.rmtree(directory, ignore_errors=True)
         fresh.rename(directory)
+        faults.reached("snapshot.renamed")
     except BaseException:
         shutil.rmtree(fresh, ignore_errors=True)
         raise
@@ -123,6 +130,7 @@ def take_snapshot(directory: Path, stamp: str) -> Snapshot:
         manifest_file.unlink()  # taken: valid for this open only
     except OSError:
         return Snapshot()
+    faults.reached("snapshot.taken")
     entries = manifest.get("entries") if isinstance(manifest, dict) else None
     notes = manifest.get("notes") if isinstance(manifest, dict) else None
     if (not isinstance(entries, dict) or not isinstance(notes, dict)

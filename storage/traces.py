@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import duckdb
 
+from ivm import faults
 from ivm.storage.results import fetch_first
 from ivm.storage.sqltext import WEIGHT, W, column_list, consolidate_sql, expand_sql, quote
 
@@ -120,14 +121,17 @@ def compact(con: duckdb.DuckDBPyConnection, table: str, key: Sequence[str]) -> i
     order = f" ORDER BY {column_list(key)}" if key else ""
     con.execute("BEGIN TRANSACTION").fetchall()
     try:
+        faults.reached("compaction.begin")
         consolidated = consolidate_sql(f"SELECT * FROM {table}", names)
         con.execute(
             f"CREATE OR REPLACE TEMP TABLE __ivm_compact AS {consolidated}{order}"
         ).fetchall()
         con.execute(f"DELETE FROM {table}").fetchall()
+        faults.reached("compaction.deleted")
         con.execute(f"INSERT INTO {table} SELECT * FROM __ivm_compact").fetchall()
         con.execute("DROP TABLE __ivm_compact").fetchall()
         rows = fetch_first(con, f"SELECT count(*) FROM {table}")
+        faults.reached("compaction.commit")
         con.execute("COMMIT").fetchall()
     except BaseException:
         con.execute("ROLLBACK").fetchall()

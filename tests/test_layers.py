@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LAYERS: tuple[tuple[str, tuple[int, ...]], ...] = (
     ("ivm.errors", (0,)),
     ("ivm.guard", (0,)),  # the public API's guard: only IvmError leaves it
+    ("ivm.faults", (0,)),  # fault points: tests make the process die or I/O fail there
     ("ivm.storage", (1,)),  # knows DuckDB tables and files
     # The engine, lowest first.
     ("ivm.schema", (2, 0)),

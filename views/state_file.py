@@ -19,6 +19,7 @@ from types import MappingProxyType
 
 import duckdb
 
+from ivm import faults
 from ivm.errors import IvmError, StateError
 from ivm.storage.catalog import Catalog
 from ivm.storage.settings import SettingsError, applied, apply, canonical, current
@@ -70,9 +71,11 @@ def open_state(file: Path | None) -> duckdb.DuckDBPyConnection:
         return duckdb.connect()
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
-        return duckdb.connect(str(file))
+        connection = duckdb.connect(str(file))
     except (OSError, duckdb.Error) as error:
         raise StateError(f"cannot open state at {file}: {error}") from error
+    faults.reached("open.connected")
+    return connection
 
 
 def settle_settings(

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 import duckdb
 
+from ivm import faults
 from ivm.errors import ExecutionError, IvmError, StateError
 from ivm.execution.failures import duckdb_text, sql_failure
 
@@ -62,6 +63,7 @@ class Transaction:
         self.saved = s._snapshot()
         s._on_commit, s._on_rollback = [], []
         s._con.execute("BEGIN TRANSACTION").fetchall()
+        faults.reached("transaction.begun")
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, tb: object
@@ -69,6 +71,7 @@ class Transaction:
         s = self.session
         if kind is None:
             try:
+                faults.reached("commit.before")
                 s._con.execute("COMMIT").fetchall()
             except duckdb.Error as commit_error:
                 s._restore(self.saved)
@@ -76,17 +79,21 @@ class Transaction:
                 raise StateError(f"committing failed, nothing was applied: {commit_error}") from (
                     commit_error
                 )
+            faults.reached("commit.after")
             try:
                 run_all(s._on_commit)
             except BaseException:
                 s.commit_actions_failed()
                 raise
+            faults.reached("commit.actions")
             return
         try:
             s._con.execute("ROLLBACK").fetchall()
         finally:
             s._restore(self.saved)
             run_all(reversed(s._on_rollback))
+        if isinstance(error, OSError):  # the machine's (a full disk), not ivm's
+            raise self.error_class(f"writing state failed, nothing was applied: {error}") from error
         if isinstance(error, duckdb.Error):
             if self.error_class is ExecutionError:  # an epoch's statements are ivm's own
                 raise sql_failure(error) from error

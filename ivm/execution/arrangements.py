@@ -37,6 +37,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from ivm import faults
 from ivm.errors import ExecutionError
 from ivm.execution.exact import hash_terms
 from ivm.execution.key_match import PROBE_HASH, key_matches, rows_at_keys
@@ -259,8 +260,11 @@ class Arrangements:
         ``table``; returns the rows written. An arranged trace's rows are kept, with
         their hashes, for its arrangements once the epoch commits (call it inside
         ``exporting``)."""
+        faults.reached("trace.append")
         if not self._arranged.get(table):
-            return _written(self.con, f"INSERT INTO {table} {rows}")
+            written = _written(self.con, f"INSERT INTO {table} {rows}")
+            faults.reached("trace.appended")
+            return written
         columns = self.columns(table)
         names = [n for n, _ in columns]
         keys = list(self._arranged[table])
@@ -285,6 +289,7 @@ class Arrangements:
             ).to_arrow_table()
         except duckdb.Error as error:
             raise ExecutionError(f"appending to state failed: {error}") from error
+        faults.reached("trace.appended")
         if returned.num_rows:
             self._pending.append(_Pending(table, keys, returned, held))
         return returned.num_rows

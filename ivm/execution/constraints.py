@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import duckdb
 
+from ivm import faults
 from ivm.errors import ConstraintError
 from ivm.execution.exact import consolidate_exact_sql, exact_hash_sql, exact_terms
 from ivm.plan.sql import W, column_list, null_safe_match
@@ -161,6 +162,7 @@ def check_rules(
     One query returns the first class of equal rows driven below zero and the first
     key left with two live rows, if any.
     """
+    faults.reached("checks.rules")
     names = table.schema.names
     cols = column_list(names)
     key = table.primary_key

@@ -27,6 +27,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from ivm import faults
 from ivm.circuit.circuit import Circuit
 from ivm.execution.arrangements import Arrangements
 from ivm.execution.failures import construct_of, sql_failure
@@ -49,6 +50,7 @@ def run_sql(
     AS, INSERT…; else 0). DuckDB's errors become ``ExecutionError`` when a value is at
     fault, else ``InternalError`` naming ``view`` and the construct ``op`` maintains
     (``ivm.execution.failures``)."""
+    faults.reached("operator.sql")
     try:
         result = con.execute(sql).fetchall()
     except duckdb.Error as error:
@@ -74,6 +76,7 @@ def create_traces(con: duckdb.DuckDBPyConnection, store: StateStore, circuit: Ci
             raise sql_failure(
                 error, circuit.view, construct_of(op), f"creating state table {table}"
             ) from error
+    faults.reached("ddl.traces")
 
 
 OperatorMemory = dict[tuple[str, str], dict[str, Any]]
@@ -131,6 +134,7 @@ class EpochRunner:
     def change(self, op: Operator) -> str | None:
         key = (self._view, op.fingerprint)
         if key not in self._change:
+            faults.reached("operator", op.kind)
             change = op.change(self)
             # A change materialized with no rows is no change: operators above skip it.
             skipped = change in self.empty and not self.warming

@@ -53,6 +53,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from ivm import faults
 from ivm.execution.exact import exact_hash_sql
 from ivm.plan.sql import W, column_list
 from ivm.schema import TableSchema
@@ -97,6 +98,7 @@ class Change:
     @classmethod
     def read(cls, con: duckdb.DuckDBPyConnection, hashed: str) -> Change:
         """The change ``hashed`` (SQL with the hash columns and the weight), sorted."""
+        faults.reached("checks.consolidated")
         order = f"ORDER BY {KEY_HASH}, {ROW_HASH}"
         table = con.sql(
             f"SELECT {KEY_HASH}, {ROW_HASH}, {W} FROM ({hashed}) AS h {order}"
@@ -219,6 +221,7 @@ class RowIndex:
         enough live copies, and (keyed) no key is left with more than one row. False means
         "check exactly": a rule may be broken, or a lookup met two entries with one key
         hash."""
+        faults.reached("checks.index")
         looked_up = self._lookup(change)
         if looked_up is None:
             return False
@@ -252,6 +255,7 @@ class RowIndex:
             np.add.at(level.counts, low[hit], change.weights[hit])
             pending &= ~hit
         self._found.clear()
+        faults.reached("row_index.applied")
         if np.any(change.weights[pending] <= 0):
             return False
         self.levels[-1] = self.levels[-1].merged(

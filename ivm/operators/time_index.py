@@ -29,6 +29,8 @@ from functools import cached_property
 
 import numpy as np
 
+from ivm import faults
+
 SIGN = np.uint64(1 << 63)
 """The sign bit of a time code, flipped so that unsigned byte order is numeric order."""
 MERGE_MIN = 65_536
@@ -203,6 +205,7 @@ class TimeIndex:
         now = self._count_at(points, at, in_base) + delta
         if (now < 0).any():
             return None
+        faults.reached("time_index.update")
         positions = np.concatenate([self.changed, at[in_base]])
         counts = np.concatenate([self.changed_counts, now[in_base]])
         order = np.argsort(positions, kind="stable")

@@ -1,0 +1,102 @@
+"""Fault points: named places in the code where a test makes the process die or an I/O
+call fail, to check what a crash or a full disk there leaves behind.
+
+The code calls ``reached(name)`` at each point (``POINTS`` lists them, by what runs
+there). Nothing is armed outside tests, and then a call costs one test of an empty
+dict. A test (usually in a child process it then lets die) arms a point::
+
+    faults.arm("commit.before", "kill")             # SIGKILL at the first call
+    faults.arm("trace.append", "kill", at=3)        # ... at the third
+    faults.arm("snapshot.array", "enospc")          # OSError(ENOSPC) there instead
+
+``kill`` is ``kill -9`` of the process itself: no ``finally`` block, ``atexit`` hook or
+buffered write runs, as in a crash or an OOM kill. ``enospc`` raises
+``OSError(errno.ENOSPC)`` ("No space left on device"), what a write to a full disk
+raises. A point reached with a detail (``reached("operator", op.kind)``) fires for an
+arming of the bare name or of ``name:detail``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+from dataclasses import dataclass
+
+POINTS: dict[str, str] = {
+    # opening and DDL
+    "open.connected": "the state file opened, before its catalog is read",
+    "snapshot.taken": "at open, the saved indexes' manifest taken (removed)",
+    "transaction.begun": "BEGIN ran (an epoch's or a DDL script's transaction)",
+    "ddl.catalog": "a table or view entered in the stored catalog, before COMMIT",
+    "ddl.traces": "a new view's traces created, before its backfill",
+    "ddl.manifest": "a view's manifest (its traces) recorded, before COMMIT",
+    "ddl.dropped": "a table or view removed from the stored catalog, before COMMIT",
+    # an epoch's batch checks
+    "checks.consolidated": "a table's batch consolidated, its hashes about to be read",
+    "checks.index": "a batch checked against the table's in-memory row index",
+    "checks.rules": "a batch's keys and deletes checked in SQL (no row index)",
+    # operator SQL
+    "operator": "an operator's change about to be computed (detail: its kind)",
+    "operator.sql": "one generated statement about to run",
+    # trace appends, COMMIT and what follows it
+    "trace.append": "rows about to be appended to a trace",
+    "trace.appended": "rows appended to a trace (inside the transaction)",
+    "commit.before": "COMMIT about to run (an epoch's: its stored epoch advanced)",
+    "commit.after": "COMMIT done, before the after-commit actions",
+    "commit.actions": "the after-commit actions done",
+    "arrangement.merge": "an in-memory arrangement merging a batch into its levels",
+    "row_index.applied": "a committed change applied to a table's row index",
+    "time_index.update": "an ASOF join's time index computing its version after the epoch",
+    # compaction
+    "compaction.begin": "a trace's compaction begun (its transaction open)",
+    "compaction.deleted": "a compacted trace emptied, before its rows go back",
+    "compaction.commit": "a compaction's COMMIT about to run",
+    # closing: the saved indexes (the snapshot)
+    "snapshot.begin": "a snapshot's new directory made",
+    "snapshot.array": "an array file of a snapshot about to be written",
+    "snapshot.manifest": "a snapshot's manifest written, before the rename",
+    "snapshot.renamed": "the snapshot renamed into place",
+}
+"""Every fault point, by name: where it is."""
+
+
+@dataclass
+class _Armed:
+    action: str
+    at: int
+    calls: int = 0
+
+
+_armed: dict[str, _Armed] = {}
+ACTIONS = ("kill", "enospc")
+
+
+def arm(name: str, action: str = "kill", at: int = 1) -> None:
+    """Make the ``at``-th call of point ``name`` (``name`` or ``name:detail``) do
+    ``action`` (``kill`` or ``enospc``); a test hook."""
+    if name.split(":")[0] not in POINTS:
+        raise ValueError(f"unknown fault point {name!r}")
+    if action not in ACTIONS:
+        raise ValueError(f"unknown fault action {action!r}")
+    _armed[name] = _Armed(action, at)
+
+
+def disarm() -> None:
+    """Disarm every point."""
+    _armed.clear()
+
+
+def reached(name: str, detail: str = "") -> None:
+    """The code reached fault point ``name``: free unless a test armed it."""
+    if not _armed:
+        return
+    for armed in (_armed.get(name), _armed.get(f"{name}:{detail}") if detail else None):
+        if armed is None:
+            continue
+        armed.calls += 1
+        if armed.calls != armed.at:
+            continue
+        if armed.action == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (injected at {name})")

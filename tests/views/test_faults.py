@@ -1,0 +1,301 @@
+"""Faults at every fault point of ``ivm.faults``: kill -9, and a full disk (ENOSPC).
+
+**kill -9.** A fork server (``fault_child``) forks a child per point; the child opens a
+persistent state at epoch 1, arms the point to SIGKILL itself, and runs a fixed script
+(ingest, CREATE VIEW, ingest, DROP VIEW, ingest, close), noting each finished step. The
+test then reopens the state and checks:
+
+* the epoch is the last committed one: the epoch before the step that was killed for a
+  point before COMMIT, that step's for a point after it (an epoch, or the DDL statement:
+  the extra view exists exactly when its CREATE committed and its DROP did not);
+* every table and view equals DuckDB recomputing it over an independent copy of the
+  tables fed the committed batches (``soak_workload.Oracle``), and again after two more
+  epochs;
+* after a clean close, no temporary file is left in the state directory.
+
+Each point runs against the views its code serves (operator points against a view with
+that operator), so a kill costs a small state's epochs.
+
+**ENOSPC.** In process: a trace append raising ``OSError(ENOSPC)`` fails the ingest with
+an ``IvmError`` and changes nothing (tables, views, epoch), and the next epochs are
+exact; a snapshot write raising it at close warns (``IvmWarning``), leaves no temporary
+directory, and the next open rebuilds the indexes from the traces, exact.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import fault_child
+import pytest
+from soak_workload import COLUMNS, DDL, VIEWS, Oracle, check_exact
+
+import ivm
+from ivm import faults
+
+HERE = Path(__file__).parent
+
+BEFORE, AFTER, EITHER = "before", "after", "either"
+"""Where a point lies against the COMMIT of the step it kills."""
+
+DEFAULT_VIEWS = ("by_region",)
+"""An inner join under a GROUP BY: arrangements, row indexes, invertible aggregates."""
+
+# point -> (where it lies against its step's COMMIT, the views it runs against, which call)
+POINTS: dict[str, tuple[str, tuple[str, ...], int]] = {
+    "open.connected": (EITHER, DEFAULT_VIEWS, 1),
+    "snapshot.taken": (EITHER, DEFAULT_VIEWS, 1),
+    "transaction.begun": (BEFORE, DEFAULT_VIEWS, 1),
+    "checks.consolidated": (BEFORE, DEFAULT_VIEWS, 1),
+    "checks.index": (BEFORE, DEFAULT_VIEWS, 2),
+    "checks.rules": (BEFORE, DEFAULT_VIEWS, 1),
+    "operator.sql": (BEFORE, DEFAULT_VIEWS, 5),
+    "operator:aggregate": (BEFORE, ("by_region",), 1),
+    "operator:join": (BEFORE, ("by_region",), 1),
+    "operator:aggregate_per_key": (BEFORE, ("by_product",), 1),
+    "operator:set_operation": (BEFORE, ("buyers_not_gold",), 1),
+    "operator:top_k": (BEFORE, ("top_orders",), 1),
+    "operator:fixed_point": (BEFORE, ("reachable",), 1),
+    "operator:asof_join": (BEFORE, ("asof_value",), 1),
+    "operator:distinct": (BEFORE, ("sold_products",), 1),
+    "trace.append": (BEFORE, DEFAULT_VIEWS, 3),
+    "trace.appended": (BEFORE, DEFAULT_VIEWS, 4),
+    "commit.before": (BEFORE, DEFAULT_VIEWS, 1),
+    "commit.after": (AFTER, DEFAULT_VIEWS, 1),
+    "commit.actions": (AFTER, DEFAULT_VIEWS, 1),
+    "arrangement.merge": (EITHER, DEFAULT_VIEWS, 1),
+    "row_index.applied": (AFTER, DEFAULT_VIEWS, 1),
+    "time_index.update": (BEFORE, ("asof_value",), 1),
+    "compaction.begin": (AFTER, DEFAULT_VIEWS, 1),
+    "compaction.deleted": (AFTER, DEFAULT_VIEWS, 1),
+    "compaction.commit": (AFTER, DEFAULT_VIEWS, 1),
+    "ddl.catalog": (BEFORE, DEFAULT_VIEWS, 1),
+    "ddl.traces": (BEFORE, DEFAULT_VIEWS, 1),
+    "ddl.manifest": (BEFORE, DEFAULT_VIEWS, 1),
+    "ddl.dropped": (BEFORE, DEFAULT_VIEWS, 1),
+    "snapshot.begin": (AFTER, DEFAULT_VIEWS, 1),
+    "snapshot.array": (AFTER, DEFAULT_VIEWS, 3),
+    "snapshot.manifest": (AFTER, DEFAULT_VIEWS, 1),
+    "snapshot.renamed": (AFTER, DEFAULT_VIEWS, 1),
+}
+
+TEMPORARY = (".new-", ".tmp", ".wal")
+"""Parts of file names that mark a file as temporary: none may stay after a clean close."""
+
+
+def create_state(state: Path, views: tuple[str, ...]) -> None:
+    """New state at ``state``: the soak's tables, ``views``, the first epoch; closed."""
+    with ivm.connect(str(state)) as db:
+        db.execute(DDL + ";".join(f"CREATE VIEW {n} AS {VIEWS[n]}" for n in views))
+        db.ingest(fault_child.first_batches())
+
+
+def oracle_at(epoch: int) -> Oracle:
+    """The oracle fed the script's first ``epoch`` epochs."""
+    oracle, drawn = Oracle(), fault_child.Workload(fault_child.SCALE, fault_child.SEED)
+    oracle.apply(drawn.first())
+    for _ in range(epoch - 1):
+        oracle.apply(drawn.next())
+    return oracle
+
+
+def stray_files(state: Path) -> list[str]:
+    """Files and directories under ``state`` whose names mark them temporary."""
+    return sorted(str(p.relative_to(state)) for p in state.rglob("*")
+                  if any(part in p.name for part in TEMPORARY))
+
+
+def has_view(db: ivm.Session, name: str) -> bool:
+    """Whether ``db`` has view ``name``."""
+    try:
+        db.read(name)
+    except ivm.IvmError:
+        return False
+    return True
+
+
+class Server:
+    """The fork server (``fault_child``), started once for the module."""
+
+    def __init__(self) -> None:
+        paths = [str(HERE), str(HERE.parent.parent / "benchmarks"), *sys.path]
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", f"import sys; sys.path[:0] = {paths!r}; "
+             "import fault_child; fault_child.serve()"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+
+    def run(self, state: Path, progress: Path, point: str, at: int) -> dict[str, int]:
+        """Run the script in a child with ``point`` armed; how the child ended."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        request = {"state": str(state), "progress": str(progress), "point": point, "at": at}
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        return json.loads(self.process.stdout.readline())
+
+    def stop(self) -> None:
+        """End the server (its stdin closed)."""
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[Server]:
+    """One fork server for every kill."""
+    started = Server()
+    yield started
+    started.stop()
+
+
+@pytest.fixture(scope="module")
+def base_states(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, ...], Path]:
+    """A closed state at epoch 1 per set of views, made at first use."""
+    made: dict[tuple[str, ...], Path] = {}
+
+    class States(dict):
+        def __missing__(self, views: tuple[str, ...]) -> Path:
+            state = tmp_path_factory.mktemp("base") / "state"
+            create_state(state, views)
+            self[views] = state
+            return state
+
+    return States(made)
+
+
+def expected_after(point: str, finished: list[str]) -> tuple[int, bool]:
+    """The epoch and whether the extra view exists, after the child was killed at
+    ``point`` having finished the steps ``finished``."""
+    where = POINTS[point][0]
+    killed = fault_child.STEPS[len(finished)]
+    steps = list(finished)
+    if where == AFTER or (where == EITHER and killed.startswith(("open", "closed"))):
+        steps.append(killed)
+    epoch = max([1, *(int(s.split()[1]) for s in steps if s.startswith("epoch"))])
+    return epoch, "create" in steps and "drop" not in steps
+
+
+@pytest.mark.parametrize("point", list(POINTS))
+def test_killed_at_a_fault_point_reopens_exact(
+    tmp_path: Path, server: Server, base_states: dict, point: str
+) -> None:
+    where, views, at = POINTS[point]
+    state, progress = tmp_path / "state", tmp_path / "progress"
+    shutil.copytree(base_states[views], state)
+    ended = server.run(state, progress, point, at)
+    error = progress.with_name("progress.error")
+    assert ended == {"signal": 9}, (ended, error.read_text() if error.exists() else "")
+    finished = progress.read_text().split("\n")[:-1] if progress.exists() else []
+    finished = [" ".join(line.split()) for line in finished]
+    epoch, extra = expected_after(point, finished)
+    shown = {n: VIEWS[n] for n in views}
+    with ivm.connect(str(state)) as db:
+        if where == EITHER and db.epoch == epoch + 1:
+            epoch += 1  # killed around a commit that was durable already
+        assert db.epoch == epoch, (finished, db.epoch)
+        assert has_view(db, "extra") == extra, finished
+        if extra:
+            shown["extra"] = fault_child.EXTRA
+        oracle = oracle_at(epoch)
+        check_exact(db, oracle, f"killed at {point} after {finished}", shown)
+        drawn = fault_child.workload(epoch)
+        for _ in range(2):
+            batches = drawn.next()
+            db.ingest(batches)
+            oracle.apply(batches)
+        check_exact(db, oracle, f"two epochs after the kill at {point}", shown)
+    assert stray_files(state) == []
+
+
+@pytest.fixture
+def armed() -> Iterator[None]:
+    """Disarm every fault point after the test."""
+    yield
+    faults.disarm()
+
+
+def snapshot(db: ivm.Session) -> dict[str, list]:
+    """Every table's and view's rows, and the epoch."""
+    names = [*COLUMNS, *DEFAULT_VIEWS]
+    found: dict[str, list] = {n: sorted(map(repr, db.read(n).to_pylist())) for n in names}
+    found["epoch"] = [db.epoch]
+    return found
+
+
+@pytest.mark.parametrize("point", ["trace.append", "trace.appended"])
+def test_a_full_disk_while_appending_to_a_trace_changes_nothing(
+    tmp_path: Path, armed: None, point: str
+) -> None:
+    state = tmp_path / "state"
+    create_state(state, DEFAULT_VIEWS)
+    drawn = fault_child.workload(1)
+    with ivm.connect(str(state)) as db:
+        db.ingest(drawn.next())
+        before = snapshot(db)
+        faults.arm(point, "enospc", at=2)
+        batches = drawn.next()
+        with pytest.raises(ivm.IvmError, match="No space left on device") as raised:
+            db.ingest(batches)
+        assert not isinstance(raised.value, ivm.InternalError)  # the machine's, not a bug
+        faults.disarm()
+        assert snapshot(db) == before
+        oracle = oracle_at(2)
+        db.ingest(batches)  # the same batch again, now that the disk has room
+        oracle.apply(batches)
+        batches = drawn.next()
+        db.ingest(batches)
+        oracle.apply(batches)
+        check_exact(db, oracle, f"after ENOSPC at {point}", {n: VIEWS[n] for n in DEFAULT_VIEWS})
+    with ivm.connect(str(state)) as db:
+        assert db.epoch == 4
+        check_exact(db, oracle, "reopened", {n: VIEWS[n] for n in DEFAULT_VIEWS})
+    assert stray_files(state) == []
+
+
+@pytest.mark.parametrize("point", ["snapshot.begin", "snapshot.array", "snapshot.manifest"])
+def test_a_full_disk_while_saving_a_snapshot_warns_and_loses_nothing(
+    tmp_path: Path, armed: None, point: str
+) -> None:
+    state = tmp_path / "state"
+    create_state(state, DEFAULT_VIEWS)
+    drawn = fault_child.workload(1)
+    oracle = oracle_at(1)
+    db = ivm.connect(str(state))
+    batches = drawn.next()
+    db.ingest(batches)
+    oracle.apply(batches)
+    faults.arm(point, "enospc")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        db.close()
+    faults.disarm()
+    assert any(issubclass(w.category, ivm.IvmWarning) and "No space left" in str(w.message)
+               for w in caught), [str(w.message) for w in caught]
+    assert stray_files(state) == []
+    with ivm.connect(str(state)) as db:
+        assert db.epoch == 2
+        check_exact(db, oracle, f"after ENOSPC at {point}", {n: VIEWS[n] for n in DEFAULT_VIEWS})
+        batches = drawn.next()
+        db.ingest(batches)
+        oracle.apply(batches)
+        check_exact(db, oracle, "the next epoch", {n: VIEWS[n] for n in DEFAULT_VIEWS})
+
+
+def test_fault_points_are_named_and_armed_only_by_name(armed: None) -> None:
+    with pytest.raises(ValueError, match="unknown fault point"):
+        faults.arm("no.such.point")
+    with pytest.raises(ValueError, match="unknown fault action"):
+        faults.arm("commit.before", "explode")
+    faults.arm("operator:join", "enospc", at=2)
+    faults.reached("operator", "aggregate")
+    faults.reached("operator", "join")  # the first join: not yet
+    with pytest.raises(OSError, match="No space left"):
+        faults.reached("operator", "join")
+    faults.reached("operator", "join")  # only the second call fires
+    assert {p.split(":")[0] for p in POINTS} <= set(faults.POINTS)
