@@ -100,7 +100,7 @@ class Loading(_Base):
         with profile.phase("results"):
             result = {view: self._fetch_change(view, changed) for view in self._views}
         with profile.phase("compaction"):
-            self._compact()
+            self._engine.compact()
         self.last_profile = profile
         self._after_epoch(result)
         return result
