@@ -34,6 +34,7 @@ from ivm.sql_frontend.statements import (
     Statement,
 )
 from ivm.storage.traces import create_reader, create_trace
+from ivm.views.altering import alter_table
 from ivm.views.definitions import ViewDef
 from ivm.views.diagnose import ViewFailed
 from ivm.views.join_plans import join_plan_for
@@ -57,7 +58,7 @@ class Ddl(_Base):
         elif isinstance(statement, CreateView):
             self._create_view(statement)
         elif isinstance(statement, AlterTable):
-            self._alter_table(statement)
+            alter_table(self, statement)
         elif isinstance(statement, Refresh):
             name = self._resolve(statement.name)
             if name not in self._views:

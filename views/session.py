@@ -53,6 +53,7 @@ from ivm.views.embedded import EmbeddedEngine
 from ivm.views.engine import Engine
 from ivm.views.ingest import Ingest
 from ivm.views.join_plans import join_plan_property
+from ivm.views.loading import load_stream, streamed
 from ivm.views.read_queries import check_read_query
 from ivm.views.recompute import recompute_fraction_property
 from ivm.views.saved_indexes import SavedIndexes
@@ -238,8 +239,8 @@ class Session(Surface, Ddl, Ingest, ViewState):
         replay = self._replayed(epoch)
         if replay is not None:
             return replay
-        if self._streamed(table, batch, progress):
-            return self._load_stream(table, batch, mode, sequence, progress, epoch is not None)
+        if streamed(self, table, batch, progress):
+            return load_stream(self, table, batch, mode, sequence, progress, epoch is not None)
         profile = self._profile = EpochProfile(self.epoch + 1)
         with profile.phase("batches"):
             changes = self._prepared(table, batch, mode, sequence)
