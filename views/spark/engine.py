@@ -264,7 +264,7 @@ class SparkEngine:
         """The batch as a normalized change on the wire (None when it has no rows)."""
         return prepare(self.session, self._jobs, name, batch)
 
-    def commit_epoch(self, frames: dict[str, Any], upsert: bool) -> dict[str, str]:
+    def commit_epoch(self, batches: dict[str, Any], upsert: bool) -> dict[str, str]:
         """Run the epoch on Spark, then commit it on the driver; a failure rolls back every
         partition the epoch touched."""
         s = self.session
@@ -272,7 +272,7 @@ class SparkEngine:
         s._profile.per_operator = False
         try:
             with s._profile.phase("spark jobs"), quiet_tasks(self.spark):
-                changes = self._run_epoch(frames, ticket)
+                changes = self._run_epoch(batches, ticket)
             with s._profile.phase("commit"), s._transaction(ExecutionError):
                 s._advance_epoch(changes)
         except BaseException as error:
