@@ -147,6 +147,7 @@ class Ddl(_Base):
         """Drop table or view ``name`` and its state (dependents are the caller's)."""
         self._engine.removing(name)
         if name in self._views:
+            self._feeds.removed(name)  # its changelog goes with it
             self._engine.drop_view_state(name, self._catalog.manifest(name))
             del self._views[name]
             self._no_change.pop(name, None)

@@ -91,6 +91,7 @@ class Ingest(_Base):
         views' scratch tables, for what logs them); the session's own count follows once it
         commits, first of the after-commit actions (so even if a later one fails, it
         matches what was committed)."""
+        self._log_epoch(changed)  # changefeeds, streams, history (views.outside)
         run_sql(self._con, self._catalog.advance_sql())
         self._on_commit.insert(0, self._count_epoch)
 
