@@ -58,8 +58,8 @@ def connect(
     settings: Mapping[str, str] | None = None,
 ) -> Session:
     """Open a session: in memory without ``path``, else persistent state under ``path``
-    (``ivm.views.session.connect`` says what each option does)."""
-    from ivm.views.session import connect as open_session
+    (``ivm.views.connecting.connect`` says what each option does)."""
+    from ivm.views.connecting import connect as open_session
 
     return open_session(
         path, spark=spark, partitions=partitions, on_plan_change=on_plan_change,

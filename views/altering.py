@@ -29,63 +29,57 @@ from ivm.views.table_codec import table_to_json
 if TYPE_CHECKING:
     from ivm.views.session import Session
 
-    _Base = Session
-else:
-    _Base = object
+
+def alter_table(session: Session, statement: AlterTable) -> None:
+    """Apply one ALTER TABLE statement of a DDL script (inside the script's transaction)."""
+    if spark_mode(session):
+        raise UnsupportedSQL(
+            f"{statement.where}: ALTER TABLE is not supported in Spark mode (the rows are "
+            "in partition files): CREATE OR REPLACE TABLE with the new columns and ingest "
+            "the rows again"
+        )
+    name = session._resolve(statement.name)
+    if name not in session._tables:
+        raise SqlError(f"{statement.where}: no table named {statement.name!r}")
+    table = session._tables[name]
+    altered, select = _altered(table, statement)
+    dependents = session._dependents(name)
+    for dependent in reversed(dependents):
+        session._remove(dependent.name)
+    trace = session._names.relation_trace(name)
+    _rewrite_trace(session, trace, altered, select)
+    actual = describe(session._con, f"SELECT * EXCLUDE ({W}) FROM {trace}")  # DuckDB's types
+    altered = TableSchema(name, actual, altered.primary_key, altered.not_null)
+    create_reader(session._con, name, trace, altered.schema.names)
+    session._catalog.remove(name)
+    session._catalog.add("table", name, table_to_json(altered))
+    session._row_indexes.pop(name, None)
+    session._register_table(altered)
+    for dependent in dependents:
+        try:
+            session._add_view(dependent.name, dependent.sql)
+        except ViewFailed:
+            raise
+        except IvmError as error:
+            raise type(error)(
+                f"{statement.where}: view {dependent.name!r} reads {name!r} and no longer "
+                f"plans over its new columns (drop or replace the view first): {error}"
+            ) from error
 
 
-class Altering(_Base):
-    """``ALTER TABLE`` of ``Session`` (see the module docstring)."""
-
-    def _alter_table(self, statement: AlterTable) -> None:
-        if spark_mode(self):
-            raise UnsupportedSQL(
-                f"{statement.where}: ALTER TABLE is not supported in Spark mode (the rows are "
-                "in partition files): CREATE OR REPLACE TABLE with the new columns and ingest "
-                "the rows again"
-            )
-        name = self._resolve(statement.name)
-        if name not in self._tables:
-            raise SqlError(f"{statement.where}: no table named {statement.name!r}")
-        table = self._tables[name]
-        altered, select = _altered(table, statement)
-        dependents = self._dependents(name)
-        for dependent in reversed(dependents):
-            self._remove(dependent.name)
-        trace = self._names.relation_trace(name)
-        self._rewrite_trace(trace, altered, select)
-        actual = describe(self._con, f"SELECT * EXCLUDE ({W}) FROM {trace}")  # DuckDB's types
-        altered = TableSchema(name, actual, altered.primary_key, altered.not_null)
-        create_reader(self._con, name, trace, altered.schema.names)
-        self._catalog.remove(name)
-        self._catalog.add("table", name, table_to_json(altered))
-        self._row_indexes.pop(name, None)
-        self._register_table(altered)
-        for dependent in dependents:
-            try:
-                self._add_view(dependent.name, dependent.sql)
-            except ViewFailed:
-                raise
-            except IvmError as error:
-                raise type(error)(
-                    f"{statement.where}: view {dependent.name!r} reads {name!r} and no longer "
-                    f"plans over its new columns (drop or replace the view first): {error}"
-                ) from error
-
-
-    def _rewrite_trace(self, trace: str, altered: TableSchema, select: str) -> None:
-        """The trace again with the altered columns (``select``: each from the old trace),
-        consolidated, weight last, as every trace keeps it."""
-        names = altered.schema.names
-        fresh = self._names.scratch(altered.name, "alter", "trace")
-        self._con.execute(f"DROP VIEW IF EXISTS {quote(altered.name)}").fetchall()
-        create_trace(self._con, fresh, [(c.name, c.type) for c in altered.schema.columns])
-        rows = consolidate_sql(f"SELECT {select}, {W} FROM {trace}", names)
-        self._con.execute(f"INSERT INTO {fresh} {rows}").fetchall()
-        self._con.execute(f"DROP TABLE {trace}").fetchall()
-        self._con.execute(f"ALTER TABLE {fresh} RENAME TO {trace}").fetchall()
-        self._arrangements.forget(trace)
-        self._compactor.forget(trace)
+def _rewrite_trace(session: Session, trace: str, altered: TableSchema, select: str) -> None:
+    """The trace again with the altered columns (``select``: each from the old trace),
+    consolidated, weight last, as every trace keeps it."""
+    names = altered.schema.names
+    fresh = session._names.scratch(altered.name, "alter", "trace")
+    session._con.execute(f"DROP VIEW IF EXISTS {quote(altered.name)}").fetchall()
+    create_trace(session._con, fresh, [(c.name, c.type) for c in altered.schema.columns])
+    rows = consolidate_sql(f"SELECT {select}, {W} FROM {trace}", names)
+    session._con.execute(f"INSERT INTO {fresh} {rows}").fetchall()
+    session._con.execute(f"DROP TABLE {trace}").fetchall()
+    session._con.execute(f"ALTER TABLE {fresh} RENAME TO {trace}").fetchall()
+    session._arrangements.forget(trace)
+    session._compactor.forget(trace)
 
 
 def _altered(table: TableSchema, statement: AlterTable) -> tuple[TableSchema, str]:

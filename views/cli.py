@@ -25,7 +25,8 @@ from rich.text import Text
 from ivm.errors import IvmError
 from ivm.views import pipeline
 from ivm.views.cli_render import console, render_status, render_table
-from ivm.views.session import Session, connect
+from ivm.views.connecting import connect
+from ivm.views.session import Session
 
 
 def main(argv: Sequence[str] | None = None) -> int:

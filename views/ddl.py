@@ -35,6 +35,7 @@ from ivm.sql_frontend.statements import (
     Statement,
 )
 from ivm.storage.traces import create_reader, create_trace
+from ivm.views.altering import alter_table
 from ivm.views.definitions import ViewDef
 from ivm.views.diagnose import ViewFailed
 from ivm.views.join_plans import join_plan_for
@@ -58,7 +59,7 @@ class Ddl(_Base):
         elif isinstance(statement, CreateView):
             self._create_view(statement)
         elif isinstance(statement, AlterTable):
-            self._alter_table(statement)
+            alter_table(self, statement)
         elif isinstance(statement, Refresh):
             name = self._resolve(statement.name)
             if name not in self._views:
@@ -145,8 +146,10 @@ class Ddl(_Base):
 
     def _remove(self, name: str) -> None:
         """Drop table or view ``name`` and its state (dependents are the caller's)."""
+        self._engine.removing(name)
         if name in self._views:
-            self._drop_view_state(name, self._catalog.manifest(name))
+            self._feeds.removed(name)  # its changelog goes with it
+            self._engine.drop_view_state(name, self._catalog.manifest(name))
             del self._views[name]
             self._no_change.pop(name, None)
         else:
@@ -170,8 +173,10 @@ class Ddl(_Base):
         create_reader(self._con, table.name, trace, actual.names)
         self._catalog.add("table", table.name, table_to_json(table))
         self._register_table(table)
+        self._on_commit.append(lambda: self._engine.publish(table.name))
 
     def _register_table(self, table: TableSchema) -> None:
+        self._engine.table_registered(table)
         trace = self._names.relation_trace(table.name)
         self._tables[table.name] = table
         self._arrow_schemas[table.name] = (
@@ -183,7 +188,7 @@ class Ddl(_Base):
     def _add_view(self, name: str, sql: str, origin: Origin = TEXT_START) -> None:
         view = self._register_view(name, sql, origin)
         self._catalog.add("view", name, sql)
-        self._build_view_state(view)
+        self._engine.build_view_state(view)
 
     def _register_view(self, name: str, sql: str, origin: Origin = TEXT_START) -> ViewDef:
         plan = self._plan(sql, origin)

@@ -12,7 +12,6 @@ from ivm.execution.arrangements import ArrangementSize
 from ivm.execution.profile import EpochProfile
 from ivm.plan.node import plain_sql
 from ivm.storage.naming import TableNames
-from ivm.views.modes import spark_mode
 from ivm.views.plan_picture import FORMATS, dot_source, render
 
 if TYPE_CHECKING:
@@ -41,17 +40,18 @@ class Explaining(_Base):
         if format != "text":
             return self._picture(view, analyze, format)
         if not analyze:
-            return circuit.explain()
-        return explain_text(
-            view, circuit, self.last_profile, self._arrangements.sizes(), self._names
-        )
+            text = circuit.explain()
+        else:
+            text = explain_text(
+                view, circuit, self.last_profile, self._arrangements.sizes(), self._names
+            )
+        tail = self._engine.explain_tail(view)  # Spark: its stages
+        return text if tail is None else f"{text}\n{tail}"
 
     def _picture(self, view: str, analyze: bool, format: str) -> str | bytes:
         if format not in FORMATS:
             raise IvmError(f"explain format must be one of {', '.join(FORMATS)}, not {format!r}")
-        stages = []
-        if spark_mode(self):
-            stages = [(s.describe(), s.produces) for s in self._stages_of(view)]
+        stages = self._engine.stages(view)
         source = dot_source(
             view, self._views[view].circuit, self.last_profile if analyze else None,
             self._arrangements.sizes(), self._names, stages,

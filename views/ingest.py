@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import time
-import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -31,11 +30,11 @@ from ivm.execution.exact import consolidate_exact_sql
 from ivm.execution.profile import OUTPUT
 from ivm.execution.row_index import Change, RowIndex, hash_columns_sql
 from ivm.plan.sql import W, column_list, consolidate_sql
-from ivm.schema import TableSchema, quote
+from ivm.schema import TableSchema
 from ivm.views.arrival import arrived
-from ivm.views.batches import normalize_batch
 from ivm.views.definitions import ViewDef
 from ivm.views.diagnose import ViewFailed, explain_failure
+from ivm.views.recompute import recompute_pays, recomputed_change
 
 if TYPE_CHECKING:
     from ivm.views.session import Session
@@ -71,10 +70,10 @@ class Ingest(_Base):
                 )
             table_schema, arrow = self._tables[stored], self._arrow_schemas[stored]
             rows = arrived(  # key-only deletes, truncates, an upsert's versions (views.arrival)
-                self._con, rows, table_schema, arrow, functools.partial(self._live_sql, stored),
-                mode == "upsert", sequence,
+                self._con, rows, table_schema, arrow,
+                functools.partial(self._engine.live_sql, stored), mode == "upsert", sequence,
             )
-            prepared[stored] = self._prepare(stored, rows)
+            prepared[stored] = self._engine.prepare(stored, rows)
         if len(prepared) != len(batches):
             raise SchemaError("a table appears twice in one ingest (names ignore case)")
         return prepared
@@ -87,34 +86,12 @@ class Ingest(_Base):
             raise SchemaError(f"no table named {stored!r}")
         return stored
 
-    def _live_sql(self, name: str) -> str:
-        """A query of the table's live rows, one row per copy (for ``views.arrival``)."""
-        return f"SELECT * FROM {quote(name)}"
-
-    def _prepare(self, name: str, batch: Any) -> Any:
-        """One table's batch made ready to apply (here: a normalized Arrow Z-set)."""
-        return normalize_batch(batch, self._tables[name], self._arrow_schemas[name])
-
-    def _commit_epoch(self, batches: dict[str, Any], upsert: bool) -> dict[str, str]:
-        """Apply one epoch and commit it (the epoch counter included); returns the scratch
-        tables holding each changed view's change. Nothing is applied if it fails."""
-        try:
-            with self._transaction(ExecutionError):
-                changed = self._apply(batches, upsert)
-                self._advance_epoch(changed)
-                applied = time.perf_counter()
-            self._profile.phases["commit"] = time.perf_counter() - applied
-        except ViewFailed as failure:
-            raise self._explain_ingest(batches, upsert, failure) from failure.error
-        finally:
-            self._unregister_batches()
-        return changed
-
     def _advance_epoch(self, changed: dict[str, str]) -> None:
         """Advance the stored epoch inside the open transaction (``changed``: the changed
         views' scratch tables, for what logs them); the session's own count follows once it
         commits, first of the after-commit actions (so even if a later one fails, it
         matches what was committed)."""
+        self._log_epoch(changed)  # changefeeds, streams, history (views.outside)
         run_sql(self._con, self._catalog.advance_sql())
         self._on_commit.insert(0, self._count_epoch)
 
@@ -271,8 +248,8 @@ class Ingest(_Base):
             return None
         scratch = self._names.change(view.name)
         try:
-            if self._recompute_pays(view, changes):
-                delta = self._recomputed_change(runner, view, changes)
+            if recompute_pays(self, view, changes):
+                delta = recomputed_change(self, runner, view, changes)
             else:
                 delta = runner.run(view.circuit)
             if delta is None:
@@ -337,17 +314,3 @@ class Ingest(_Base):
                 f"SELECT {column_list(names)}, {W} FROM {trace} LIMIT 0"
             ).to_arrow_table()
         return self._no_change[view]
-
-    def _compact(self) -> None:
-        keys: dict[str, tuple[str, ...]] = {}
-        for table in self._tables.values():
-            keys[self._names.relation_trace(table.name)] = table.primary_key
-        for view in self._views.values():
-            for op, spec in view.circuit.traces():
-                keys[self._names.operator_trace(view.name, op.fingerprint, spec.role)] = spec.key
-        # Compaction changes no contents, and the epoch is already committed: a failure
-        # here must not turn a successful ingest into an error. It is retried later.
-        try:
-            self._compactor.compact_due(self._con, keys)
-        except duckdb.Error as error:
-            warnings.warn(f"ivm: trace compaction failed, will retry: {error}", stacklevel=3)

@@ -21,6 +21,7 @@ Spark DataFrame for loads larger than the driver's memory).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import sys
 import time
@@ -42,99 +43,96 @@ from ivm.views.transaction import run_all
 if TYPE_CHECKING:
     from ivm.views.session import Session
 
-    _Base = Session
-else:
-    _Base = object
-
 CHUNK_ROWS = 1_000_000
 """Rows per chunk of a large in-memory table streamed for its progress bar."""
 
 
-class Loading(_Base):
-    """Streamed loads of ``Session.ingest`` (see the module docstring)."""
+def streamed(session: Session, table: Any, batch: Any, progress: bool | None) -> bool:
+    """Whether this ingest streams its batch in chunks (embedded mode, one table)."""
+    if isinstance(table, Mapping) or spark_mode(session):
+        return False
+    if isinstance(batch, pa.RecordBatchReader | duckdb.DuckDBPyRelation):
+        return True
+    return progress is True and isinstance(batch, pa.Table) and batch.num_rows > CHUNK_ROWS
 
-    def _streamed(self, table: Any, batch: Any, progress: bool | None) -> bool:
-        """Whether this ingest streams its batch in chunks (embedded mode, one table)."""
-        if isinstance(table, Mapping) or spark_mode(self):
-            return False
-        if isinstance(batch, pa.RecordBatchReader | duckdb.DuckDBPyRelation):
-            return True
-        return progress is True and isinstance(batch, pa.Table) and batch.num_rows > CHUNK_ROWS
 
-    def _load_stream(
-        self, table: str, batch: Any, mode: str, sequence: str | None, progress: bool | None,
-        forced: bool = False,
-    ) -> dict[str, pa.Table]:
-        """Apply the streamed batch as one epoch (see the module docstring); ``forced``:
-        even if it has no rows (``ingest(..., epoch=N)``)."""
-        self._check_open()
-        name = self._ingestible(table)
-        reader, total = _reader(batch)
-        chunks = _chunks(reader, f"table {name!r}")
-        first = next(chunks)
-        if first.num_rows == 0 and not forced:
-            return self._unchanged()  # an empty batch is a no-op (API: ingest)
-        show = progress if progress is not None else sys.stderr.isatty()
-        profile = self._profile = EpochProfile(self.epoch + 1)
-        sums: dict[str, str] = {}
-        try:
-            with self._transaction(ExecutionError), _bar(show, name, total) as advance:
-                self._on_rollback.append(self._forget_memory)
-                for chunk in itertools.chain([first], chunks):
-                    with profile.phase("batches"):
-                        changes = self._prepared(name, chunk, mode, sequence)
-                    try:
-                        changed = self._apply(changes, upsert=mode == "upsert")
-                    finally:
-                        self._unregister_batches()
-                    self._add_up(sums, changed)
-                    # What the epoch keeps in memory follows each chunk (the next reads
-                    # it); a roll-back forgets all of it (_forget_memory).
-                    actions, self._on_commit = self._on_commit, []
-                    run_all(actions)
-                    advance(chunk.num_rows)
-                changed = self._summed(sums)
-                self._advance_epoch(changed)
-        except ViewFailed as failure:
-            raise failure.error from failure.error.__cause__
-        with profile.phase("results"):
-            result = {view: self._fetch_change(view, changed) for view in self._views}
-        with profile.phase("compaction"):
-            self._compact()
-        self.last_profile = profile
-        self._after_epoch(result)
-        return result
+def load_stream(
+    session: Session, table: str, batch: Any, mode: str, sequence: str | None,
+    progress: bool | None, forced: bool = False,
+) -> dict[str, pa.Table]:
+    """Apply the streamed batch as one epoch (see the module docstring); ``forced``:
+    even if it has no rows (``ingest(..., epoch=N)``)."""
+    session._check_open()
+    name = session._ingestible(table)
+    reader, total = _reader(batch)
+    chunks = _chunks(reader, f"table {name!r}")
+    first = next(chunks)
+    if first.num_rows == 0 and not forced:
+        return session._unchanged()  # an empty batch is a no-op (API: ingest)
+    show = progress if progress is not None else sys.stderr.isatty()
+    profile = session._profile = EpochProfile(session.epoch + 1)
+    sums: dict[str, str] = {}
+    try:
+        with session._transaction(ExecutionError), _bar(show, name, total) as advance:
+            session._on_rollback.append(functools.partial(_forget_memory, session))
+            for chunk in itertools.chain([first], chunks):
+                with profile.phase("batches"):
+                    changes = session._prepared(name, chunk, mode, sequence)
+                try:
+                    changed = session._apply(changes, upsert=mode == "upsert")
+                finally:
+                    session._unregister_batches()
+                _add_up(session, sums, changed)
+                # What the epoch keeps in memory follows each chunk (the next reads
+                # it); a roll-back forgets all of it (_forget_memory).
+                actions, session._on_commit = session._on_commit, []
+                run_all(actions)
+                advance(chunk.num_rows)
+            changed = _summed(session, sums)
+            session._advance_epoch(changed)
+    except ViewFailed as failure:
+        raise failure.error from failure.error.__cause__
+    with profile.phase("results"):
+        result = {view: session._fetch_change(view, changed) for view in session._views}
+    with profile.phase("compaction"):
+        session._engine.compact()
+    session.last_profile = profile
+    session._after_epoch(result)
+    return result
 
-    def _forget_memory(self) -> None:
-        """A streamed load rolled back: what memory held of its chunks is dropped (it is
-        built again from the state when next needed)."""
-        self._after_unexpected()
-        self._arrangements.clear()
 
-    def _add_up(self, sums: dict[str, str], changed: dict[str, str]) -> None:
-        """Add each view's change of one chunk to the epoch's running sum."""
-        for view, scratch in changed.items():
-            target = quote(f"__ivm_load_{view}")
-            if view not in sums:
-                self._con.execute(
-                    f"CREATE OR REPLACE TEMP TABLE {target} AS SELECT * FROM {scratch}"
-                ).fetchall()
-                sums[view] = target
-            else:
-                self._con.execute(f"INSERT INTO {target} SELECT * FROM {scratch}").fetchall()
+def _forget_memory(session: Session) -> None:
+    """A streamed load rolled back: what memory held of its chunks is dropped (it is
+    built again from the state when next needed)."""
+    session._after_unexpected()
+    session._arrangements.clear()
 
-    def _summed(self, sums: dict[str, str]) -> dict[str, str]:
-        """Each view's summed change, consolidated (views whose chunks cancel out drop)."""
-        changed = {}
-        for view, target in sums.items():
-            names = self._views[view].schema.names
-            self._con.execute(
-                f"CREATE OR REPLACE TEMP TABLE {target} AS "
-                f"{consolidate_sql(f'SELECT {column_list(names)}, {W} FROM {target}', names)}"
+
+def _add_up(session: Session, sums: dict[str, str], changed: dict[str, str]) -> None:
+    """Add each view's change of one chunk to the epoch's running sum."""
+    for view, scratch in changed.items():
+        target = quote(f"__ivm_load_{view}")
+        if view not in sums:
+            session._con.execute(
+                f"CREATE OR REPLACE TEMP TABLE {target} AS SELECT * FROM {scratch}"
             ).fetchall()
-            if self._con.execute(f"SELECT 1 FROM {target} LIMIT 1").fetchall():
-                changed[view] = target
-        return changed
+            sums[view] = target
+        else:
+            session._con.execute(f"INSERT INTO {target} SELECT * FROM {scratch}").fetchall()
+
+
+def _summed(session: Session, sums: dict[str, str]) -> dict[str, str]:
+    """Each view's summed change, consolidated (views whose chunks cancel out drop)."""
+    changed = {}
+    for view, target in sums.items():
+        names = session._views[view].schema.names
+        session._con.execute(
+            f"CREATE OR REPLACE TEMP TABLE {target} AS "
+            f"{consolidate_sql(f'SELECT {column_list(names)}, {W} FROM {target}', names)}"
+        ).fetchall()
+        if session._con.execute(f"SELECT 1 FROM {target} LIMIT 1").fetchall():
+            changed[view] = target
+    return changed
 
 
 def _reader(batch: Any) -> tuple[pa.RecordBatchReader, int | None]:

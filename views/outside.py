@@ -101,14 +101,15 @@ class Outside(_Base):
         """Every view's empty delta (an ingest that applied nothing)."""
         return {name: self._fetch_change(name, {}) for name in self._views}
 
-    def _advance_epoch(self, changed: dict[str, str]) -> None:
+    def _log_epoch(self, changed: dict[str, str]) -> None:
+        """Inside the epoch's transaction: log the views' changes (changefeeds), the streams'
+        batch ids and the epoch's time (``views.history``)."""
         self._feeds.log(changed, self.epoch + 1)
         self._streams.record(self.epoch + 1)
         if not self._history_ready:  # once per session: the table, if the state has none
             history.create(self._con)
             self._on_commit.append(self._history_created)
         history.record(self._con, self.epoch + 1, sum(self._profile.phases.values()))
-        super()._advance_epoch(changed)
 
     def _after_epoch(self, deltas: dict[str, pa.Table]) -> None:
         """After the epoch committed: keep its deltas, tell the subscribers."""
@@ -122,8 +123,3 @@ class Outside(_Base):
     def _history(self) -> history.EpochTimes | None:
         """The last epoch's time and the median of the epochs the state recorded."""
         return history.read(self._con)
-
-    def _remove(self, name: str) -> None:
-        if name in self._views:
-            self._feeds.removed(name)
-        super()._remove(name)

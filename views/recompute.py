@@ -17,7 +17,7 @@ maintains. ``explain(analyze=True)`` says which ran (``strategy: recompute``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ivm.errors import IvmError
 from ivm.execution.embedded import EpochRunner, run_sql
@@ -28,10 +28,6 @@ from ivm.views.definitions import ViewDef
 if TYPE_CHECKING:
     from ivm.views.session import Session
 
-    _Base = Session
-else:
-    _Base = object
-
 RECOMPUTE_FRACTION = 0.5
 """Recompute a view when its inputs' changed rows reach this share of their rows… (An
 epoch's maintenance costs about three times a recomputation's per row: at 1M orders,
@@ -41,72 +37,66 @@ RECOMPUTE_MIN_ROWS = 10_000
 """…and are at least this many (a small change is always maintained)."""
 
 
-class Recompute(_Base):
-    """The session's choice between maintaining and recomputing a view (module doc)."""
+def recompute_pays(session: Session, view: ViewDef, changes: dict[str, str]) -> bool:
+    """Whether recomputing ``view`` this epoch costs less than maintaining it."""
+    fraction = session.recompute_fraction
+    changed = sum(session._changed_rows.get(s, 0) for s in view.sources if s in changes)
+    if fraction is None or changed < RECOMPUTE_MIN_ROWS:
+        return False
+    held = sum(trace_rows(session, session._names.relation_trace(s)) for s in view.sources)
+    return changed >= fraction * held
 
-    def _recompute_pays(self, view: ViewDef, changes: dict[str, str]) -> bool:
-        """Whether recomputing ``view`` this epoch costs less than maintaining it."""
-        fraction = self.recompute_fraction
-        changed = sum(self._changed_rows.get(s, 0) for s in view.sources if s in changes)
-        if fraction is None or changed < RECOMPUTE_MIN_ROWS:
-            return False
-        held = sum(self._trace_rows(self._names.relation_trace(s)) for s in view.sources)
-        return changed >= fraction * held
 
-    def _trace_rows(self, trace: str) -> int:
-        """About how many rows ``trace`` holds: as the compactor counted them since it last
-        knew the whole (a load, a compaction), else as DuckDB counts them (one query)."""
-        size = self._compactor.sizes.get(trace)
-        if size is not None and (size.base > 0 or size.empty):
-            return size.base + size.appended
-        found = fetch_first(self._con, f"SELECT count(*) FROM {trace}")
-        return int(found[0]) if found else 0
+def trace_rows(session: Session, trace: str) -> int:
+    """About how many rows ``trace`` holds: as the compactor counted them since it last
+    knew the whole (a load, a compaction), else as DuckDB counts them (one query)."""
+    size = session._compactor.sizes.get(trace)
+    if size is not None and (size.base > 0 or size.empty):
+        return size.base + size.appended
+    found = fetch_first(session._con, f"SELECT count(*) FROM {trace}")
+    return int(found[0]) if found else 0
 
-    def _recomputed_change(
-        self, runner: EpochRunner, view: ViewDef, changes: dict[str, str]
-    ) -> str | None:
-        """SQL of ``view``'s change this epoch, recomputed: its new contents (from its
-        inputs' new contents) minus its old; its operators' state is built again."""
-        names = self._names
-        inputs = {}
-        for source in view.sources:
-            columns = column_list(self._schema_of(source).names)
-            rows = f"SELECT {columns}, {W} FROM {names.relation_trace(source)}"
-            if source in changes:
-                rows += f" UNION ALL SELECT * FROM ({changes[source]}) AS __c"
-            inputs[source] = rows
-        for op, spec in view.circuit.traces():  # state built again, from empty traces
-            table = names.operator_trace(view.name, op.fingerprint, spec.role)
-            run_sql(self._con, f"DELETE FROM {table}", view.name)
-            self._arrangements.forget(table)
-            self._compactor.created(table)
-        for key in [k for k in self._operator_memory if k[0] == view.name]:
-            del self._operator_memory[key]
-        builder = EpochRunner(
-            self._con, names, inputs, backfill=True, iteration_limit=self.iteration_limit,
-            epoch=runner.epoch, profile=runner.profile,
-        )
-        contents = builder.run(view.circuit)
-        old = names.relation_trace(view.name)
-        columns = column_list(view.schema.names)
-        retracted = f"SELECT {columns}, -{W} AS {W} FROM {old}"
-        if runner.profile is not None:
-            runner.profile.strategies[view.name] = "recompute"
-        if contents is None:  # no rows now: the change takes out every old one
-            return retracted
-        scratch = names.scratch(view.name, "recompute", "contents")
-        # Computed before the state appends: its SQL reads operators' (empty) integrals.
-        run_sql(self._con, f"CREATE OR REPLACE TEMP TABLE {scratch} AS {contents}", view.name)
-        for table, rows in builder.commits:
-            appended = run_sql(self._con, f"INSERT INTO {table} {rows}", view.name)
-            self._compactor.appended(table, appended)
-        return f"SELECT {columns}, {W} FROM {scratch} UNION ALL {retracted}"
 
-    def _schema_of(self, source: str) -> Any:
-        """The schema of table or view ``source``."""
-        if source in self._tables:
-            return self._tables[source].schema
-        return self._views[source].schema
+def recomputed_change(
+    session: Session, runner: EpochRunner, view: ViewDef, changes: dict[str, str]
+) -> str | None:
+    """SQL of ``view``'s change this epoch, recomputed: its new contents (from its
+    inputs' new contents) minus its old; its operators' state is built again."""
+    s = session
+    names = s._names
+    inputs = {}
+    for source in view.sources:
+        columns = column_list(s._schema_of(source).names)
+        rows = f"SELECT {columns}, {W} FROM {names.relation_trace(source)}"
+        if source in changes:
+            rows += f" UNION ALL SELECT * FROM ({changes[source]}) AS __c"
+        inputs[source] = rows
+    for op, spec in view.circuit.traces():  # state built again, from empty traces
+        table = names.operator_trace(view.name, op.fingerprint, spec.role)
+        run_sql(s._con, f"DELETE FROM {table}", view.name)
+        s._arrangements.forget(table)
+        s._compactor.created(table)
+    for key in [k for k in s._operator_memory if k[0] == view.name]:
+        del s._operator_memory[key]
+    builder = EpochRunner(
+        s._con, names, inputs, backfill=True, iteration_limit=s.iteration_limit,
+        epoch=runner.epoch, profile=runner.profile,
+    )
+    contents = builder.run(view.circuit)
+    old = names.relation_trace(view.name)
+    columns = column_list(view.schema.names)
+    retracted = f"SELECT {columns}, -{W} AS {W} FROM {old}"
+    if runner.profile is not None:
+        runner.profile.strategies[view.name] = "recompute"
+    if contents is None:  # no rows now: the change takes out every old one
+        return retracted
+    scratch = names.scratch(view.name, "recompute", "contents")
+    # Computed before the state appends: its SQL reads operators' (empty) integrals.
+    run_sql(s._con, f"CREATE OR REPLACE TEMP TABLE {scratch} AS {contents}", view.name)
+    for table, rows in builder.commits:
+        appended = run_sql(s._con, f"INSERT INTO {table} {rows}", view.name)
+        s._compactor.appended(table, appended)
+    return f"SELECT {columns}, {W} FROM {scratch} UNION ALL {retracted}"
 
 
 def recompute_fraction_property() -> property:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import warnings
 from importlib import metadata
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import numpy as np
@@ -32,98 +32,91 @@ from ivm.storage.snapshots import save_snapshot, snapshot_dir, take_snapshot
 if TYPE_CHECKING:
     from ivm.views.session import Session
 
-    _Base = Session
-else:
-    _Base = object
-
 TABLE, OPERATOR = "table", "operator"
 """The kinds of saved entry: a base table's row index, an operator's memory entry."""
 DESCRIBED = "described"
 """The note holding DuckDB's DESCRIBE answers from planning the stored views."""
 
 
-class SavedIndexes(_Base):
-    """Saving and taking back the session's indexes (see the module docstring)."""
+class SavedIndexes:
+    """Saving and taking back one session's indexes (see the module docstring)."""
 
-    saves_indexes: ClassVar[bool] = True
-    """Whether this kind of session keeps snapshots (Spark mode's state is elsewhere)."""
+    def __init__(self, session: Session) -> None:
+        self.session = session
 
-    def _take_saved_indexes(self) -> None:
+    def take(self) -> None:
         """Take back the snapshot the last session saved, if it still describes the state
         (after the catalog is loaded, before anything changes it)."""
-        if not self.saves_indexes or self._state_file is None:
+        s = self.session
+        if not s._engine.saves_indexes or s._state_file is None:
             return
-        taken = take_snapshot(snapshot_dir(self._state_file), self._stamp())
+        taken = take_snapshot(snapshot_dir(s._state_file), self.stamp())
         for name, arrays in taken.entries.items():
             kind, owner, entry = _parsed(name)
-            if kind == TABLE and owner in self._tables:
+            if kind == TABLE and owner in s._tables:
                 try:
-                    self._row_indexes[owner] = RowIndex.from_arrays(arrays)
+                    s._row_indexes[owner] = RowIndex.from_arrays(arrays)
                 except (KeyError, ValueError, IndexError):
                     continue  # built from the trace at first use instead
             elif kind == OPERATOR:  # kept if its view is still there once loaded
-                self._operator_memory.setdefault(owner, {})[entry] = SavedMemory(arrays)
-        self._described.update(_schemas(taken.notes.get(DESCRIBED)))
+                s._operator_memory.setdefault(owner, {})[entry] = SavedMemory(arrays)
+        s._described.update(_schemas(taken.notes.get(DESCRIBED)))
 
-    def _forget_memory_of_unknown_views(self) -> None:
+    def forget_unknown_views(self) -> None:
         """Drop what was taken back for operators of views that are not there."""
-        for key in [k for k in self._operator_memory if k[0] not in self._views]:
-            del self._operator_memory[key]
+        s = self.session
+        for key in [k for k in s._operator_memory if k[0] not in s._views]:
+            del s._operator_memory[key]
 
-    def _save_indexes(self) -> None:
+    def save(self) -> None:
         """Save the indexes for the next open (before the connection closes)."""
-        if not self.saves_indexes or self._state_file is None:
+        s = self.session
+        if not s._engine.saves_indexes or s._state_file is None:
             return
-        directory = snapshot_dir(self._state_file)
+        directory = snapshot_dir(s._state_file)
         entries: dict[str, dict[str, np.ndarray]] = {}
         writable: dict[str, frozenset[str]] = {}
-        for table, index in self._row_indexes.items():
+        for table, index in s._row_indexes.items():
             name = json.dumps([TABLE, table, ""])
             entries[name], writable[name] = index.to_arrays(), WRITABLE
-        for (view, fingerprint), memory in self._operator_memory.items():
+        for (view, fingerprint), memory in s._operator_memory.items():
             for entry, value in memory.items():
                 arrays = _arrays_of(value)
                 if arrays is not None:
                     entries[json.dumps([OPERATOR, [view, fingerprint], entry])] = arrays
         try:
             described = {sql: [[c.name, c.type] for c in schema.columns]
-                         for sql, schema in self._described.items()}
-            save_snapshot(directory, self._stamp(), entries, writable, {DESCRIBED: described})
+                         for sql, schema in s._described.items()}
+            save_snapshot(directory, self.stamp(), entries, writable, {DESCRIBED: described})
         except (OSError, duckdb.Error) as error:  # the next open builds the indexes from the traces
             warnings.warn(f"ivm: could not save in-memory indexes: {error}", IvmWarning,
                           stacklevel=3)
 
-    def _describe(self, sql: str) -> Schema:
+    def describe(self, sql: str) -> Schema:
         """The schema DuckDB gives ``sql``. While the stored views are planned at open
         (≈20 questions a view, ≈1.6 ms each) the answers are kept, and saved at close for
         the next open, which asks only what they lack: the tables are those of the state
         the snapshot was stamped with."""
-        known = self._described.get(sql) if self._opening else None
+        s = self.session
+        known = s._described.get(sql) if s._opening else None
         if known is not None:
             return known
         try:
-            schema = describe(self._con, sql)
+            schema = describe(s._con, sql)
         except duckdb.Error as error:
             raise SqlError(f"DuckDB rejects the query: {duckdb_text(error)}") from error
-        if self._opening:
-            self._described[sql] = schema
+        if s._opening:
+            s._described[sql] = schema
         return schema
 
-    def commit_actions_failed(self) -> None:
-        """An action run after a commit failed (the commit stands, the error is raised):
-        the in-memory indexes it was bringing up to date may be half done, so all of them
-        are dropped, to be built from the traces again at first use."""
-        self._row_indexes.clear()
-        self._operator_memory.clear()
-        self._arrangements.clear()
-
-    def _stamp(self) -> str:
+    def stamp(self) -> str:
         """What a snapshot must have been saved under to be taken back: the catalog's
         signature, and what computed the arrays: the versions, and the SQL of the row
         hashes and time codes (so that changing them changes the stamp)."""
-        hashes = [hash_columns_sql(t) for _, t in sorted(self._tables.items())]
+        s = self.session
+        hashes = [hash_columns_sql(t) for _, t in sorted(s._tables.items())]
         codes = [time_code_sql("t", type_) for type_ in TIME_CODE_TYPES]
-        return json.dumps([self._catalog.signature(), duckdb.__version__, _ivm_version(),
+        return json.dumps([s._catalog.signature(), duckdb.__version__, _ivm_version(),
                            STATE_FORMAT, hashes, codes])
 
 

@@ -10,10 +10,12 @@ back.
 Base tables and views are also DuckDB views under their own names (each live
 row repeated by its weight), so ``sql()`` reads them as ordinary relations.
 
-DDL (``views.ddl``), ingest (``views.ingest``) and the state of views
-(``views.view_state``: building, dropping, checking manifests) are mixed in
-from their own modules; the Spark session (``views.spark``) overrides where
-state lives and how epochs run.
+What depends on the mode (where state lives, how a view's state is built and
+dropped, how an epoch runs and commits, compaction, recovery, reads) is the
+session's engine (``views.engine``): ``EmbeddedEngine`` (``views.embedded``) or, with
+``spark=``, ``SparkEngine`` (``views.spark.engine``). DDL (``views.ddl``), ingest
+(``views.ingest``) and the state of views (``views.view_state``) are mixed in from their
+own modules.
 """
 
 from __future__ import annotations
@@ -28,14 +30,12 @@ import duckdb
 import pyarrow as pa
 
 from ivm.circuit.circuit import Circuit
-from ivm.circuit.incrementalize import incrementalize
 from ivm.errors import IvmError, SqlError, StateError
 from ivm.execution.arrangements import Arrangements
 from ivm.execution.embedded import DEFAULT_ITERATION_LIMIT, OperatorMemory
 from ivm.execution.profile import EpochProfile
 from ivm.execution.row_index import RowIndex
-from ivm.guard import guard_public, guarded
-from ivm.passes import optimize
+from ivm.guard import guard_public
 from ivm.passes.cyclic_joins import JoinPlan
 from ivm.plan.node import Plan
 from ivm.schema import Schema, TableSchema, quote
@@ -49,10 +49,13 @@ from ivm.storage.traces import Compactor
 from ivm.views.ddl import Ddl
 from ivm.views.definitions import TableInfo, ViewDef, ViewInfo, table_info, view_info
 from ivm.views.diagnose import ViewFailed
+from ivm.views.embedded import EmbeddedEngine
+from ivm.views.engine import Engine
 from ivm.views.ingest import Ingest
 from ivm.views.join_plans import join_plan_property
+from ivm.views.loading import load_stream, streamed
 from ivm.views.read_queries import check_read_query
-from ivm.views.recompute import Recompute, recompute_fraction_property
+from ivm.views.recompute import recompute_fraction_property
 from ivm.views.saved_indexes import SavedIndexes
 from ivm.views.state_file import claim, open_state, release, settle_settings
 from ivm.views.surface import Surface
@@ -60,50 +63,8 @@ from ivm.views.table_codec import table_from_json
 from ivm.views.transaction import Transaction, run_all
 from ivm.views.view_state import ViewState
 
-PLAN_CHANGE_POLICIES = ("rebuild", "refuse")
 
-
-@guarded
-def connect(path: str | os.PathLike[str] | None = None, *, spark: Any = None,
-            partitions: int | None = None, on_plan_change: str = "rebuild",
-            iteration_limit: int | None = None,
-            settings: Mapping[str, str] | None = None) -> Session:
-    """Open a session (API.md): in memory, or persistent state in directory ``path``
-    (``path/ivm.duckdb``, and the indexes a clean close saved beside it for the next open).
-
-    With ``spark=`` (a SparkSession) the state is kept as DuckDB files per
-    partition under ``path`` and every epoch runs on Spark (``ivm.views.spark``);
-    ``partitions=`` fixes the partition count when the state is created.
-    ``on_plan_change=`` says what happens when reopened state was computed for
-    another plan (an upgrade of ivm changed how a view is planned): ``"rebuild"``
-    (the default) rebuilds that view from its inputs with an ``ivm.IvmWarning``;
-    ``"refuse"`` raises ``StateError`` naming the view. ``iteration_limit=`` (None:
-    the default, 1000) bounds the iterations a recursive view may take in one epoch
-    (``Session.iteration_limit``, settable later). ``settings={"TimeZone": "UTC"}``: the
-    DuckDB settings new state records, applied at every open (``db.settings``).
-    """
-    if on_plan_change not in PLAN_CHANGE_POLICIES:
-        raise IvmError(f"on_plan_change must be 'rebuild' or 'refuse', not {on_plan_change!r}")
-    if path is not None and not isinstance(path, str | os.PathLike):
-        raise StateError(f"connect takes a path (a directory of state), not {path!r}")
-    if spark is not None:
-        from ivm.views.spark.session import SparkModeSession  # imports pyspark: only when asked
-
-        session: Session = SparkModeSession(path, spark, partitions, on_plan_change, settings)
-    elif partitions is not None:
-        raise IvmError("partitions= applies to Spark mode only: pass spark= as well")
-    else:
-        session = Session(path, on_plan_change, settings)
-    try:
-        if iteration_limit is not None:
-            session.iteration_limit = iteration_limit
-    except BaseException:
-        session.close()
-        raise
-    return session
-
-
-class Session(Surface, Ddl, Ingest, Recompute, ViewState, SavedIndexes):
+class Session(Surface, Ddl, Ingest, ViewState):
     """An ivm database: tables, views, and the epoch they are at. Every public method and
     property lets only ``ivm.IvmError`` out (``ivm.guard``: each subclass is guarded too)."""
 
@@ -113,9 +74,11 @@ class Session(Surface, Ddl, Ingest, Recompute, ViewState, SavedIndexes):
 
     def __init__(
         self, path: str | os.PathLike[str] | None = None, on_plan_change: str = "rebuild",
-        settings: Mapping[str, str] | None = None,
+        settings: Mapping[str, str] | None = None, *,
+        engine: Callable[[Session], Engine] = EmbeddedEngine,
     ) -> None:
         self.path = Path(path) if path is not None else None
+        self._engine: Engine = engine(self)  # what depends on the mode (views.engine)
         self._state_file = claim(self.path)
         self._closed = False
         self._ready = False  # opened whole: only then are its indexes saved at close
@@ -148,13 +111,14 @@ class Session(Surface, Ddl, Ingest, Recompute, ViewState, SavedIndexes):
         self._on_commit: list[Callable[[], None]] = []  # run after the open transaction commits
         self._on_rollback: list[Callable[[], None]] = []  # …or, in reverse, after it rolls back
         self._pending_rebuilds: list[tuple[ViewDef, Manifest | None, str]] = []
+        self._saved = SavedIndexes(self)  # the indexes a clean close saves for the next open
         self._init_outside()
         try:
             try:
                 self._catalog = Catalog(self._con)
             except CatalogError as error:
                 raise StateError(f"state at {self.path}: {error}") from error
-            self._check_mode()
+            self._engine.check_mode()
             self.settings = settle_settings(self._con, self._catalog, settings, self.path)
             self._load()
             self._opened()
@@ -170,14 +134,6 @@ class Session(Surface, Ddl, Ingest, Recompute, ViewState, SavedIndexes):
         if self._closed:
             raise StateError("this session is closed: open a new one with ivm.connect()")
 
-    def _check_mode(self) -> None:
-        """Refuse state kept by Spark mode: its contents are not in this database."""
-        if self._catalog.mode() is not None:
-            raise StateError(
-                f"state at {self.path} was created in Spark mode: "
-                "open it with ivm.connect(path, spark=spark)"
-            )
-
     def _load(self) -> None:
         """Register the stored tables, take back what the last session saved, and register
         the stored views (planning every view again)."""
@@ -185,7 +141,7 @@ class Session(Surface, Ddl, Ingest, Recompute, ViewState, SavedIndexes):
         for kind, name, definition in entries:
             if kind == "table":
                 self._register_table(table_from_json(name, definition))
-        self._take_saved_indexes()
+        self._saved.take()
         self._opening = True
         self._columns_at_open = self._table_columns()  # read once for every view's check
         try:
@@ -195,15 +151,17 @@ class Session(Surface, Ddl, Ingest, Recompute, ViewState, SavedIndexes):
         finally:
             self._opening, self._columns_at_open = False, None
         self._check_tables_present()
-        self._forget_memory_of_unknown_views()
+        self._saved.forget_unknown_views()
 
     def _opened(self) -> None:
         """Make the loaded state ready: upgrade an older format, and rebuild the views whose
-        state was computed for another plan."""
+        state was computed for another plan; then publish them (Spark: its catalog)."""
+        self._engine.opening()
         if self._catalog.upgraded_from is not None:
             with self._transaction(StateError):
                 self._catalog.upgrade()
         self._rebuild_pending()
+        self._engine.opened()
 
     # -- public API --------------------------------------------------------------------------
 
@@ -281,18 +239,18 @@ class Session(Surface, Ddl, Ingest, Recompute, ViewState, SavedIndexes):
         replay = self._replayed(epoch)
         if replay is not None:
             return replay
-        if self._streamed(table, batch, progress):
-            return self._load_stream(table, batch, mode, sequence, progress, epoch is not None)
+        if streamed(self, table, batch, progress):
+            return load_stream(self, table, batch, mode, sequence, progress, epoch is not None)
         profile = self._profile = EpochProfile(self.epoch + 1)
         with profile.phase("batches"):
             changes = self._prepared(table, batch, mode, sequence)
         if epoch is None and self._no_rows(changes):
             return self._unchanged()
-        deltas = self._commit_epoch(changes, upsert=mode == "upsert")
+        deltas = self._engine.commit_epoch(changes, upsert=mode == "upsert")
         with profile.phase("results"):
             result = {name: self._fetch_change(name, deltas) for name in self._views}
         with profile.phase("compaction"):
-            self._compact()
+            self._engine.compact()
         self.last_profile = profile
         self._after_epoch(result)
         return result
@@ -300,17 +258,45 @@ class Session(Surface, Ddl, Ingest, Recompute, ViewState, SavedIndexes):
     def read(self, name: str) -> pa.Table:
         """``name``'s (a view's or table's) current contents, one row per copy. Both modes."""
         self._check_open()
-        name = self._known(name)
-        return self._con.sql(f"SELECT * FROM {quote(name)}").to_arrow_table()
+        return self._engine.read(self._known(name))
 
     def sql(self, query: str) -> pa.Table:
         """Run ``query``, one read-only query over tables and views. Both modes."""
         self._check_open()
         check_read_query(query)
-        try:
-            return self._con.sql(query).to_arrow_table()
-        except duckdb.Error as error:
-            raise SqlError(f"query failed: {error}") from error
+        return self._engine.sql(query)
+
+    def dataframe(self, name: str) -> Any:
+        """The current contents of a table or view as a Spark DataFrame (read when used).
+        Spark mode only: an embedded session raises ``IvmError``."""
+        self._check_open()
+        return self._engine.dataframe(self._known(name))
+
+    @property
+    def spark(self) -> Any:
+        """The SparkSession this session's epochs run on (Spark mode; None embedded)."""
+        return self._engine.spark
+
+    @property
+    def partitions(self) -> int | None:
+        """How many partitions the state has, fixed when it was created (Spark mode;
+        None embedded)."""
+        return self._engine.partitions
+
+    @property
+    def root(self) -> Path | None:
+        """The state directory (``path``; None for an in-memory session)."""
+        return self.path
+
+    @property
+    def failure(self) -> Any:
+        """Test hook of Spark mode: an ``ivm.execution.spark.tasks.FailurePoint`` makes
+        chosen tasks fail (None: none fail). Embedded mode ignores it."""
+        return self._engine.failure
+
+    @failure.setter
+    def failure(self, point: Any) -> None:
+        self._engine.failure = point
 
     def close(self) -> None:
         """Close the session; persistent state stays on disk, with its in-memory indexes
@@ -320,12 +306,20 @@ class Session(Surface, Ddl, Ingest, Recompute, ViewState, SavedIndexes):
             try:
                 run_all(self._on_close_actions)  # servers stop (views.serving)
                 if self._ready:
-                    self._save_indexes()
+                    self._saved.save()
             finally:
                 try:
                     self._con.close()
                 finally:
                     release(self._state_file)
+
+    def commit_actions_failed(self) -> None:
+        """An action run after a commit failed (the commit stands, the error is raised):
+        the in-memory indexes it was bringing up to date may be half done, so all of them
+        are dropped, to be built from the traces again at first use."""
+        self._row_indexes.clear()
+        self._operator_memory.clear()
+        self._arrangements.clear()
 
     def _after_unexpected(self) -> None:
         """After an unexpected exception (``ivm.guard``): drop what is rebuilt at first use."""
@@ -366,9 +360,18 @@ class Session(Surface, Ddl, Ingest, Recompute, ViewState, SavedIndexes):
         return plan_query(sql, relations, self._describe, origin=origin)
 
     def _circuit(self, plan: Plan, name: str, join_plan: JoinPlan | None = None) -> Circuit:
-        """The incremental circuit this session runs for a view's plan."""
-        circuit = incrementalize(plan, name, self._describe)
-        return optimize(circuit, partitioned=False, join_plan=join_plan or JoinPlan())
+        """The incremental circuit this session runs for a view's plan (its engine's)."""
+        return self._engine.circuit(plan, name, join_plan)
+
+    def _describe(self, sql: str) -> Schema:
+        """The schema DuckDB gives ``sql`` (answers kept while opening: ``views.saved_indexes``)."""
+        return self._saved.describe(sql)
+
+    def _schema_of(self, name: str) -> Schema:
+        """The schema of table or view ``name``."""
+        if name in self._tables:
+            return self._tables[name].schema
+        return self._views[name].schema
 
     def _arrow_schema(self, schema: Schema) -> pa.Schema:
         columns = ", ".join(f"CAST(NULL AS {c.type}) AS {quote(c.name)}" for c in schema.columns)
@@ -393,4 +396,4 @@ class Session(Surface, Ddl, Ingest, Recompute, ViewState, SavedIndexes):
 guard_public(Session)
 
 
-__all__ = ["Session", "ViewDef", "connect"]
+__all__ = ["Session", "ViewDef"]

@@ -97,7 +97,9 @@ class Stats(_Base):
 
     def _state_bytes(self, name: str) -> int:
         if spark_mode(self):
-            return _directory_bytes(self._directory(name))
+            directory = self._engine.directory(name)
+            assert directory is not None  # Spark mode keeps each relation in its files
+            return _directory_bytes(directory)
         manifest = self._catalog.manifest(name) if name in self._views else None
         traces = [self._names.relation_trace(name)]
         if manifest is not None:

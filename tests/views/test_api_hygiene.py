@@ -75,6 +75,7 @@ def test_spark_task_loggers_are_quiet_during_an_epoch(spark: Any, tmp_path: Path
     assert [str(log4j.LogManager.getLogger(n).getLevel()) for n in LOGGERS] == before
     db = ivm.connect(tmp_path / "s", spark=spark, partitions=2)
     try:
+        assert type(db) is Session and db.spark is spark and db.partitions == 2  # one class
         db.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v VARCHAR NOT NULL)")
         frame = spark.createDataFrame([(1, "a"), (2, None)], "id long, v string")
         with pytest.raises(ivm.ConstraintError, match="NOT NULL"):

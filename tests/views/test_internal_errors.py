@@ -156,7 +156,7 @@ def test_broken_output_statement_names_the_view(
     # A view's output statement (its linear operators composed) fails: the view is named.
     db = harness.db
     before = state(db)
-    monkeypatch.setattr("ivm.views.view_state.consolidate_sql",
+    monkeypatch.setattr("ivm.views.embedded.consolidate_sql",
                         lambda *a: "SELECT * FROM __ivm_nowhere")
     with pytest.raises(ivm.InternalError) as raised:
         db.execute("CREATE VIEW small AS SELECT id FROM orders WHERE amount < 3")
@@ -203,8 +203,8 @@ def test_a_value_the_data_cannot_take_is_still_execution_error() -> None:
 
 @pytest.mark.parametrize(("target", "error"), [
     ("ivm.views.session.plan_query", AssertionError),                   # planning
-    ("ivm.views.view_state.EpochRunner.run", KeyError),                 # backfill
-    ("ivm.views.view_state.ViewState._manifest", AssertionError),       # after the backfill
+    ("ivm.views.embedded.EpochRunner.run", KeyError),                   # backfill
+    ("ivm.views.embedded.EmbeddedEngine.manifest", AssertionError),     # after the backfill
 ])
 def test_unexpected_exception_in_ddl(
     harness: Harness, monkeypatch: pytest.MonkeyPatch, target: str, error: type
@@ -237,7 +237,7 @@ def test_unexpected_exception_in_drop(harness: Harness, monkeypatch: pytest.Monk
 
 
 @pytest.mark.parametrize(("target", "error"), [
-    ("ivm.views.ingest.normalize_batch", KeyError),                     # before anything
+    ("ivm.views.embedded.normalize_batch", KeyError),                  # before anything
     ("ivm.views.ingest.EpochRunner.forget_unmaintained", AssertionError),  # views computed
     ("ivm.views.ingest.Ingest._advance_epoch", KeyError),               # state appended
 ])
@@ -394,7 +394,7 @@ def test_unexpected_exception_on_spark(
         db = harness.db
         # Every stage ran on Spark and applied the epoch in its partitions; then the driver
         # fails: the partitions are rolled back.
-        monkeypatch.setattr("ivm.views.spark.session.SparkModeSession._collect",
+        monkeypatch.setattr("ivm.views.spark.engine.SparkEngine._collect",
                             boom(AssertionError))
         with pytest.raises(ivm.InternalError) as raised:
             harness.apply(SECOND)
@@ -402,7 +402,7 @@ def test_unexpected_exception_on_spark(
         assert db.epoch == 1 and max(partition_epochs(root)) == 1
         monkeypatch.undo()
         # A view whose stages were filled on Spark, then the driver fails: no view, no files.
-        monkeypatch.setattr("ivm.views.spark.session.SparkModeSession._manifest", boom(KeyError))
+        monkeypatch.setattr("ivm.views.spark.engine.SparkEngine.manifest", boom(KeyError))
         with pytest.raises(ivm.InternalError):
             db.execute("CREATE VIEW big AS " + VIEWS["big"])
         assert "big" not in db.views

@@ -108,7 +108,7 @@ def test_a_new_state_format_rebuilds_every_view(
 ) -> None:
     harness = written(tmp_path)
     try:
-        monkeypatch.setattr("ivm.views.view_state.STATE_FORMAT", 999)
+        monkeypatch.setattr("ivm.views.embedded.STATE_FORMAT", 999)
         with pytest.warns(ivm.IvmWarning, match="state format"):
             harness.reopen()
         harness.apply(Epoch.of({"events": [("insert", r) for r in MORE]}))

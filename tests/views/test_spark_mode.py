@@ -162,7 +162,7 @@ def test_epoch_left_ahead_by_a_dead_driver_is_rolled_back_when_reopened(
     # Every stage succeeds, then the driver fails to commit the epoch and dies
     # before rolling the partitions back.
     monkeypatch.setattr(db._catalog, "advance_sql", lambda: "UPDATE no_such_table SET x = 1")
-    monkeypatch.setattr(db, "_recover", lambda: None)
+    monkeypatch.setattr(db._engine, "recover", lambda: None)
     with pytest.raises(ivm.IvmError):
         db.ingest("orders", [{"id": 9, "customer": "a", "amount": Decimal("8.00"), "qty": 1}])
     monkeypatch.undo()

@@ -3,20 +3,53 @@
 ``db.ingest`` of a Spark DataFrame checks its columns and change format on the
 driver (from the schema alone) and normalizes its values in a ``mapInArrow``
 task, one Arrow batch at a time, turning them into the wire form stages read.
+Other batches are normalized on the driver and sent as one DataFrame (``prepare``).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql.pandas.types import to_arrow_schema
 
+from ivm.execution.spark.job_session import JobSession
+from ivm.execution.spark.spark_types import spark_struct
 from ivm.execution.spark.wire import arrow_schema, conform, to_wire_sql
 from ivm.schema import TableSchema
 from ivm.storage.settings import apply
 from ivm.views.batches import normalize_batch
+
+if TYPE_CHECKING:
+    from ivm.views.session import Session
+
+
+def prepare(session: Session, jobs: JobSession, name: str, batch: Any) -> DataFrame | None:
+    """Table ``name``'s batch as a normalized change on the wire, a DataFrame of ``jobs``'
+    session (None when it has no rows)."""
+    table, arrow = session._tables[name], session._arrow_schemas[name]
+    struct = spark_struct(table.schema)
+    if isinstance(batch, DataFrame):
+        # Column names, change format and types are checked here, values on the executors.
+        normalize_batch(to_arrow_schema(batch.schema).empty_table(), table, arrow)
+        return jobs.adopt(batch).mapInArrow(
+            functools.partial(normalize_task, table, arrow, dict(session.settings)), struct
+        )
+    change = normalize_batch(batch, table, arrow)
+    if change.num_rows == 0:
+        return None
+    con = session._con
+    con.register("__ivm_batch", change)
+    try:
+        wire = con.sql(to_wire_sql("SELECT * FROM __ivm_batch", table.schema))
+        wire_table = conform(wire.to_arrow_table(), arrow_schema(table.schema))
+    finally:
+        con.unregister("__ivm_batch")
+    return jobs.spark.createDataFrame(wire_table, schema=struct)
 
 
 def normalize_task(

@@ -67,7 +67,7 @@ def test_an_epoch_is_one_spark_job(db: Any, spark: Any) -> None:
 
 def test_a_change_read_by_several_stages_is_computed_once(db: Any) -> None:
     db.ingest("orders", [{"id": i, "customer": i % 4, "amount": i} for i in range(30, 60)])
-    times = db._task_times.value
+    times = db._engine.task_times.value
     # orders' change feeds three views, regions' change a view and the driver, and
     # per_customer's a view (through a filter its task applies: a carried input) and the
     # driver: each stage's tasks run once per partition, not once per reader.
