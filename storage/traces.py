@@ -132,13 +132,14 @@ class Compactor:
             "known": pa.array([s.retractions_known for s in sizes], pa.bool_()),
             "empty": pa.array([s.empty for s in sizes], pa.bool_()),
         }
-        con.register("__ivm_tails_saved", pa.table(columns))
+        cursor = con.cursor()  # its own: whatever the session's connection has pending
         try:
-            con.execute(
+            cursor.register("__ivm_tails_saved", pa.table(columns))
+            cursor.execute(
                 f"CREATE OR REPLACE TABLE {SAVED_TAILS} AS SELECT * FROM __ivm_tails_saved"
             ).fetchall()
         finally:
-            con.unregister("__ivm_tails_saved")
+            cursor.close()
 
     def load(self, con: duckdb.DuckDBPyConnection) -> None:
         """Take back the tails ``save`` kept (none before a first clean close: then every

@@ -7,7 +7,9 @@ say itself as arrays (``to_arrays``, see ``Run.memory``), such as an ASOF join's
 indexes. Taken back, a row index is ready at once; an operator's entry waits as a
 ``SavedMemory`` for its operator to take it back in its own terms. Without a snapshot
 (the first open, after a session that did not close, another version of ivm or DuckDB)
-everything is built from the traces at first use, as before.
+everything is built from the traces at first use, as before. Beside them, in the catalog
+database, every trace's compaction tail (``Compactor.save``), so that a trace gaining a
+few rows per session is compacted once its tail over many sessions is due.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class SavedIndexes:
         s = self.session
         if not s._engine.saves_indexes or s._state_file is None:
             return
+        s._compactor.load(s._con)  # the traces' tails: compaction counts across sessions
         taken = take_snapshot(snapshot_dir(s._state_file), self.stamp())
         for name, arrays in taken.entries.items():
             kind, owner, entry = _parsed(name)
@@ -73,6 +76,7 @@ class SavedIndexes:
         s = self.session
         if not s._engine.saves_indexes or s._state_file is None:
             return
+        s._compactor.save(s._con)
         directory = snapshot_dir(s._state_file)
         entries: dict[str, dict[str, np.ndarray]] = {}
         writable: dict[str, frozenset[str]] = {}

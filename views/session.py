@@ -142,7 +142,6 @@ class Session(Surface, Ddl, Ingest, ViewState):
             if kind == "table":
                 self._register_table(table_from_json(name, definition))
         self._saved.take()
-        self._compactor.load(self._con)  # the traces' tails, as the last clean close left them
         self._opening = True
         self._columns_at_open = self._table_columns()  # read once for every view's check
         try:
@@ -308,8 +307,6 @@ class Session(Surface, Ddl, Ingest, ViewState):
                 run_all(self._on_close_actions)  # servers stop (views.serving)
                 if self._ready:
                     self._saved.save()
-                    if self.path is not None:  # compaction counts across sessions
-                        self._compactor.save(self._con)
             finally:
                 try:
                     self._con.close()

@@ -11,7 +11,7 @@ from sqlglot import exp
 from ivm.circuit.circuit import Circuit
 from ivm.circuit.incrementalize import incrementalize
 from ivm.execution.embedded import describe
-from ivm.operators.aggregate import Aggregate, AggregateCall
+from ivm.operators.aggregate import Aggregate, AggregateCall, LocalAggregate
 from ivm.operators.arrange import Arrange
 from ivm.operators.asof_join import AsOfJoin
 from ivm.operators.difference import Difference
@@ -111,8 +111,8 @@ def test_node_types_map_to_their_registered_operators():
         if type(op.node) in expected:
             assert isinstance(op, expected[type(op.node)])
     assert set(REGISTRY) == {
-        Scan, Filter, Project, UnionAll, Join, Aggregate, Distinct, SetOperation, Difference,
-        Guard,
+        Scan, Filter, Project, UnionAll, Join, Aggregate, LocalAggregate, Distinct, SetOperation,
+        Difference, Guard,
         Values, TopK, Arrange, Window, DistinctOn, Feedback, Imported, AsOfJoin,
         Differentiate, TemporalJoin, Integrate, Product, FlatMap,
     }
