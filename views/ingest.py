@@ -27,7 +27,7 @@ from ivm.errors import ExecutionError, IterationLimitError, IvmError, SchemaErro
 from ivm.execution.constraints import resolve_change, upsert_sql
 from ivm.execution.embedded import EpochRunner, run_sql
 from ivm.execution.exact import consolidate_exact_sql
-from ivm.execution.profile import OUTPUT
+from ivm.execution.profile import OUTPUT, EpochProfile
 from ivm.execution.row_index import Change, RowIndex, hash_columns_sql
 from ivm.plan.sql import W, column_list, consolidate_sql
 from ivm.schema import TableSchema
@@ -303,6 +303,19 @@ class Ingest(_Base):
         them have a negative weight, when known)."""
         count = self._arrangements.append(table, rows)
         self._compactor.appended(table, count, consolidated, retracted)
+
+    def _finish_epoch(
+        self, profile: EpochProfile, changed: dict[str, str]
+    ) -> dict[str, pa.Table]:
+        """After an epoch committed: every view's change as Arrow, the traces that are due
+        compacted, the profile kept, subscribers told; returns the changes by view."""
+        with profile.phase("results"):
+            result = {view: self._fetch_change(view, changed) for view in self._views}
+        with profile.phase("compaction"):
+            self._engine.compact()
+        self.last_profile = profile
+        self._after_epoch(result)
+        return result
 
     def _fetch_change(self, view: str, changed: dict[str, str]) -> pa.Table:
         if view in changed:

@@ -92,13 +92,7 @@ def load_stream(
             session._advance_epoch(changed)
     except ViewFailed as failure:
         raise failure.error from failure.error.__cause__
-    with profile.phase("results"):
-        result = {view: session._fetch_change(view, changed) for view in session._views}
-    with profile.phase("compaction"):
-        session._engine.compact()
-    session.last_profile = profile
-    session._after_epoch(result)
-    return result
+    return session._finish_epoch(profile, changed)
 
 
 def _forget_memory(session: Session) -> None:

@@ -247,13 +247,7 @@ class Session(Surface, Ddl, Ingest, ViewState):
         if epoch is None and self._no_rows(changes):
             return self._unchanged()
         deltas = self._engine.commit_epoch(changes, upsert=mode == "upsert")
-        with profile.phase("results"):
-            result = {name: self._fetch_change(name, deltas) for name in self._views}
-        with profile.phase("compaction"):
-            self._engine.compact()
-        self.last_profile = profile
-        self._after_epoch(result)
-        return result
+        return self._finish_epoch(profile, deltas)
 
     def read(self, name: str) -> pa.Table:
         """``name``'s (a view's or table's) current contents, one row per copy. Both modes."""
