@@ -31,6 +31,7 @@ from ivm.execution.profile import OUTPUT, EpochProfile
 from ivm.execution.row_index import Change, RowIndex, hash_columns_sql
 from ivm.plan.sql import W, column_list, consolidate_sql
 from ivm.schema import TableSchema
+from ivm.storage.results import fetch_arrow
 from ivm.views.arrival import arrived
 from ivm.views.definitions import ViewDef
 from ivm.views.diagnose import ViewFailed, explain_failure
@@ -319,7 +320,7 @@ class Ingest(_Base):
 
     def _fetch_change(self, view: str, changed: dict[str, str]) -> pa.Table:
         if view in changed:
-            return self._con.sql(f"SELECT * FROM {changed[view]}").to_arrow_table()
+            return fetch_arrow(self._con, f"SELECT * FROM {changed[view]}")
         if view not in self._no_change:
             names = self._views[view].schema.names
             trace = self._names.relation_trace(view)

@@ -45,6 +45,7 @@ from ivm.operators.base import At
 from ivm.plan.sql import W
 from ivm.schema import Column, quote
 from ivm.storage.arrangement import Arrangement, with_weights
+from ivm.storage.results import fetch_arrow
 from ivm.storage.sqltext import WEIGHT, key_hash_sql
 
 ROW_HASH = "__ivm_rh"
@@ -154,7 +155,8 @@ class Arrangements:
         with self.exporting():
             probes = self._query(
                 f"SELECT DISTINCT *, {key_hash_sql(at.columns, '__c')} AS {PROBE_HASH} FROM ("
-                f"SELECT {', '.join(cast)} FROM ({at.keys}) AS __k({', '.join(names)})) AS __c"
+                f"SELECT {', '.join(cast)} FROM ({at.keys}) AS __k({', '.join(names)})) AS __c",
+                small=True,
             )
         found = arrangement.lookup_batch(probes.column(PROBE_HASH).to_numpy(), live)
         exact = rows_at_keys(found, probes, at.columns, at.nulls)
@@ -283,10 +285,11 @@ class Arrangements:
         # One statement: the rows go into the table and come back, as stored, with their
         # hashes (DuckDB's RETURNING), for the arrangements once the epoch commits.
         try:
-            returned = self.con.sql(
+            returned = fetch_arrow(
+                self.con,
                 f"INSERT INTO {table} SELECT {typed} FROM ({rows}) AS __r({aliases}) "
-                f"RETURNING *, {', '.join(hashes)}"
-            ).to_arrow_table()
+                f"RETURNING *, {', '.join(hashes)}",
+            )
         except duckdb.Error as error:
             raise ExecutionError(f"appending to state failed: {error}") from error
         faults.reached("trace.appended")
@@ -380,9 +383,11 @@ class Arrangements:
                 ))
         return sizes
 
-    def _query(self, sql: str) -> pa.Table:
+    def _query(self, sql: str, small: bool = False) -> pa.Table:
+        """The rows of ``sql`` (``small``: an epoch's few, fetched as ``fetch_arrow`` does;
+        else a whole trace's)."""
         try:
-            return self.con.sql(sql).to_arrow_table()
+            return fetch_arrow(self.con, sql) if small else self.con.sql(sql).to_arrow_table()
         except duckdb.Error as error:
             raise ExecutionError(f"reading state failed: {error}") from error
 

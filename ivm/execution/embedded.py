@@ -37,6 +37,7 @@ from ivm.operators.base import At, Operator
 from ivm.operators.reads import read_sql
 from ivm.plan.sql import W, column_list, empty_relation
 from ivm.schema import Column, Schema, quote
+from ivm.storage.results import fetch_arrow
 from ivm.storage.traces import create_trace
 
 DEFAULT_ITERATION_LIMIT = 1000
@@ -281,7 +282,7 @@ class EpochRunner:
     def fetch(self, op: Operator, sql: str) -> pa.Table:
         start = time.perf_counter()
         try:
-            rows = self.con.sql(sql).to_arrow_table()
+            rows = fetch_arrow(self.con, sql)
         except duckdb.Error as error:
             raise sql_failure(error, self._view, construct_of(op)) from error
         if self.profile is not None:

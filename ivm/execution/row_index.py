@@ -57,6 +57,7 @@ from ivm import faults
 from ivm.execution.exact import exact_hash_sql
 from ivm.plan.sql import W, column_list
 from ivm.schema import TableSchema
+from ivm.storage.results import fetch_arrow
 
 KEY_HASH = "__ivm_kh"
 ROW_HASH = "__ivm_rh"
@@ -100,9 +101,7 @@ class Change:
         """The change ``hashed`` (SQL with the hash columns and the weight), sorted."""
         faults.reached("checks.consolidated")
         order = f"ORDER BY {KEY_HASH}, {ROW_HASH}"
-        table = con.sql(
-            f"SELECT {KEY_HASH}, {ROW_HASH}, {W} FROM ({hashed}) AS h {order}"
-        ).to_arrow_table()
+        table = fetch_arrow(con, f"SELECT {KEY_HASH}, {ROW_HASH}, {W} FROM ({hashed}) AS h {order}")
         return cls(*_arrays(table))
 
     def consolidated(self) -> bool:
