@@ -5,10 +5,11 @@ while a job runs. Instead the process holding it serves reads:
 
 * ``db.serve(port=0)`` (or ``ivm serve DIR --port N`` for state no job holds) starts
   an Arrow Flight server in a background thread and returns a ``Server`` (its
-  ``location``, ``stop()``). Each request runs one read-only query (``db.sql``'s
-  rules) on a cursor of its own, so it sees the last committed epoch: an epoch being
-  ingested meanwhile is invisible until it commits (DuckDB's snapshot isolation),
-  and readers never wait for it, nor it for them;
+  ``location``, ``stop()``). Each request runs one read-only query over the state's
+  tables and views (never a file or the host's environment:
+  ``views.read_queries.check_served_query``) on a cursor of its own, so it sees the
+  last committed epoch: an epoch being ingested meanwhile is invisible until it
+  commits (DuckDB's snapshot isolation), and readers never wait for it, nor it for them;
 * ``ivm.views.serving.Reader(location)`` (``ivm.reader(location)``) is the client:
   ``sql(query)``, ``read(name)`` and ``epoch`` return Arrow tables and ints over
   the wire, from any process or host.
@@ -31,7 +32,7 @@ import pyarrow.flight as flight
 from ivm.errors import IvmError, SqlError, StateError
 from ivm.storage.catalog import META
 from ivm.views.modes import spark_mode
-from ivm.views.read_queries import check_read_query
+from ivm.views.read_queries import check_served_query
 
 if TYPE_CHECKING:
     from ivm.views.session import Session
@@ -54,7 +55,7 @@ class _Flight(flight.FlightServerBase):
     def do_get(self, context: Any, ticket: flight.Ticket) -> flight.RecordBatchStream:
         query = ticket.ticket.decode()
         try:
-            check_read_query(query)
+            check_served_query(query, [*self.session._tables, *self.session._views])
             cursor = self.session._con.cursor()
             try:
                 table = cursor.sql(query).to_arrow_table()

@@ -56,6 +56,8 @@ def test_a_reader_sees_the_last_committed_epoch_while_ingest_runs(served: Any) -
             reader.sql("DELETE FROM orders")
         with pytest.raises(ivm.SqlError, match="nope"):
             reader.sql("SELECT * FROM nope")
+        with pytest.raises(ivm.SqlError, match="table function read_csv"):
+            reader.sql("SELECT * FROM read_csv('/etc/passwd')")  # the server's files
 
 
 def test_another_process_reads_the_views(served: Any) -> None:
