@@ -111,12 +111,47 @@ def parse_script(sql: str) -> list[Statement]:
             if piece and piece[0].text.upper() == "REFRESH":
                 statements.append(_refresh(piece, sql, locator))
                 continue
+            other = _other_statement(piece, sql, locator)
+            if other is not None:
+                raise other
             tree = parse_tokens(piece, sql)
             if isinstance(tree, exp.Command):
                 raise _command_error(tree, piece, sql, locator)
             check_identifiers(tree, locator)
             statements.append(_Statement(sql, piece, locator).read(tree))
     return statements
+
+
+DUCKDB_STATEMENTS = frozenset({
+    "CHECKPOINT", "FORCE", "LOAD", "VACUUM", "CALL", "EXPORT", "IMPORT", "PREPARE",
+    "EXECUTE", "DEALLOCATE", "RESET", "DETACH", "ATTACH", "INSTALL", "UPDATE_EXTENSIONS",
+})
+"""DuckDB statements that sqlglot reads as something else (``CHECKPOINT`` as a column) or
+not at all (``LOAD``, ``VACUUM``, ``EXPORT DATABASE``…): refused by their first word."""
+
+CREATE_MODIFIERS = frozenset({"OR", "REPLACE", "TEMP", "TEMPORARY", "UNIQUE", "PERSISTENT"})
+CREATE_OTHER = frozenset({"TYPE", "SEQUENCE", "MACRO", "FUNCTION", "INDEX", "SCHEMA", "SECRET"})
+"""What CREATE may make besides tables and views (each refused by name)."""
+
+UNSUPPORTED_HINT = "use CREATE TABLE, CREATE VIEW, DROP, ALTER TABLE; change data with ingest()"
+
+
+def _other_statement(tokens: list[Token], sql: str, locator: Locator) -> UnsupportedSQL | None:
+    """The refusal of a statement ivm does not run that sqlglot would misread or fail to
+    parse (found from its first words), else None."""
+    words = [t.text.upper() for t in tokens[:6]]
+    where = locator.position(tokens[0].start)
+    text = sql[tokens[0].start : tokens[-1].end + 1]
+    text = text if len(text) <= 80 else text[:77] + "..."
+    if words[0] in DUCKDB_STATEMENTS:
+        name = "FORCE CHECKPOINT" if words[:2] == ["FORCE", "CHECKPOINT"] else words[0]
+        return UnsupportedSQL(f"{name} statement (at {where}: {text}) is not supported: "
+                              f"{UNSUPPORTED_HINT}")
+    if words[0] == "CREATE":
+        kinds = [w for w in words[1:] if w not in CREATE_MODIFIERS]
+        if kinds and kinds[0] in CREATE_OTHER:
+            return UnsupportedSQL(f"CREATE {kinds[0]} (at {where}: {text}) is not supported")
+    return None
 
 
 def _refresh(tokens: list[Token], sql: str, locator: Locator) -> Refresh:
@@ -211,9 +246,9 @@ class _Statement:
             )
         if isinstance(tree, exp.Alter) and (tree.args.get("kind") or "").upper() == "TABLE":
             return self.alter_table(tree)
+        name = "TRUNCATE" if isinstance(tree, exp.TruncateTable) else tree.key.upper()
         raise UnsupportedSQL(
-            f"{self.at(tree.key.upper() + ' statement', tree)} is not supported: "
-            "use CREATE TABLE, CREATE VIEW, DROP, ALTER TABLE; change data with ingest()"
+            f"{self.at(name + ' statement', tree)} is not supported: {UNSUPPORTED_HINT}"
         )
 
     def alter_table(self, tree: exp.Alter) -> AlterTable:

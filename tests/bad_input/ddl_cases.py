@@ -115,11 +115,17 @@ STATEMENTS = [
         ("CREATE SEQUENCE", "CREATE SEQUENCE q"),
         ("CREATE MACRO", "CREATE MACRO m(a) AS a + 1"),
         ("CREATE SCHEMA", "CREATE SCHEMA q"),
+        # sqlglot reads these as something else, or cannot parse them: refused by name
+        ("CHECKPOINT", "CHECKPOINT"),
+        ("FORCE CHECKPOINT", "FORCE CHECKPOINT"),
+        ("LOAD", "LOAD httpfs"),
+        ("VACUUM", "VACUUM"),
+        ("CALL", "CALL pragma_version()"),
+        ("EXPORT", "EXPORT DATABASE 'out'"),
+        ("TRUNCATE", "TRUNCATE orders"),
+        ("CREATE TYPE", "CREATE TYPE mood AS ENUM ('a')"),
     ]
 ] + [
-    execute("statement-checkpoint", "CHECKPOINT", U, "CHECKPOINT"),
-    execute("statement-load", "LOAD httpfs", S, "line 1"),
-    execute("statement-create-type", "CREATE TYPE mood AS ENUM ('a')", S, "line 1"),
     execute("execute-not-text", 5, IvmError, "int"),
     execute("execute-none", None, IvmError, "NoneType"),
     execute("unparseable", "CREATE VIEW e AS SELEC * FROM events", S, "line 1"),
