@@ -236,6 +236,9 @@ class Session(Surface, Ddl, Ingest, ViewState):
         ``RecordBatchReader`` or DuckDB relation streams in chunks, one epoch; ``progress``
         shows a progress bar (``views.loading``). Batches: ``views.batches``.
         """
+        if progress is not None and not isinstance(progress, bool):
+            raise IvmError(f"ingest: progress= is True, False or None (when stderr is a "
+                           f"terminal and the load streams), not {progress!r}")
         replay = self._replayed(epoch)
         if replay is not None:
             return replay

@@ -259,6 +259,8 @@ TARGETS = [
     ingest("multi-table-into-a-view", {"events": [event(5)], "joined": [{"id": 1, "b": "p"}]}, None,
            E, "'joined'"),
     ingest("unknown-mode", "events", [event()], IvmError, "'merge'", mode="merge"),
+    ingest("progress-not-bool", "events", [event()], IvmError, "progress=", "'yes'",
+           progress="yes"),
     ingest("upsert-without-key", "events", [event()], E, "'events'", "PRIMARY KEY",
            mode="upsert"),
     ingest("sequence-without-upsert", "orders", [{**order(7), "lsn": 1}], E, "'orders'",
