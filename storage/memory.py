@@ -174,6 +174,11 @@ class MemoryBudget:
         self._given = None
         self.settle(con)
 
+    def duckdb_config(self) -> dict[str, str]:
+        """Configuration of a new in-memory DuckDB a session reads with: the limit, and a
+        directory of its own to spill to."""
+        return {"memory_limit": f"{self.limit}B", "temp_directory": spill_directory()}
+
     def duckdb_share(self, held: int) -> int:
         """DuckDB's memory_limit while the state holds ``held`` bytes."""
         return max(self.limit - held, int(self.limit * DUCKDB_FLOOR))
@@ -226,9 +231,11 @@ def variable_bytes_sql(name: str, column_type: str) -> str:
     """SQL summing the bytes of a variable-width column's values (text of nested ones)."""
     column = quote(name)
     upper = column_type.upper()
-    if upper in ("VARCHAR", "BLOB", "JSON"):
+    if upper == "BLOB":
         return f"COALESCE(SUM(octet_length({column})), 0)"
-    return f"COALESCE(SUM(octet_length(CAST({column} AS VARCHAR))), 0)"
+    if upper == "VARCHAR":
+        return f"COALESCE(SUM(strlen({column})), 0)"
+    return f"COALESCE(SUM(strlen(CAST({column} AS VARCHAR))), 0)"
 
 
 def estimate_bytes(

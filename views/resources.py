@@ -26,8 +26,14 @@ import duckdb
 import pyarrow as pa
 
 from ivm.errors import IvmError, ResourceError
-from ivm.schema import quote
-from ivm.storage.memory import APPLY_BYTES_PER_ROW, MemoryBudget, describe, rows_bytes, width
+from ivm.storage.memory import (
+    APPLY_BYTES_PER_ROW,
+    MemoryBudget,
+    describe,
+    rows_bytes,
+    variable_bytes_sql,
+    width,
+)
 
 if TYPE_CHECKING:
     from ivm.views.session import Session
@@ -116,12 +122,10 @@ def _measured(con: duckdb.DuckDBPyConnection, scratch: str, rows: int,
               columns: list[tuple[str, str]]) -> int:
     """The Arrow bytes of a change's ``rows`` rows in ``scratch``, its strings measured."""
     fixed = rows * sum(width(t) or 8 for _, t in columns)
-    variable = [n for n, t in columns if width(t) is None]
+    variable = [(n, t) for n, t in columns if width(t) is None]
     if not variable:
         return fixed
-    lengths = " + ".join(
-        f"COALESCE(SUM(octet_length(CAST({quote(n)} AS VARCHAR))), 0)" for n in variable
-    )
+    lengths = " + ".join(variable_bytes_sql(n, t) for n, t in variable)
     found = con.execute(f"SELECT {lengths} FROM {scratch}").fetchall()
     return fixed + int(found[0][0] or 0)
 
@@ -170,6 +174,13 @@ def view_subject(view: str, filling: bool = False) -> str:
     return f"view {view!r} ran out of memory {doing}"
 
 
+def task_subject(view: str | None, tables: Iterable[str]) -> str:
+    """What ran out in a Spark task of ``view``'s stages (None: a table's stage)."""
+    if view is not None:
+        return f"view {view!r} ran out of memory in a partition's task computing its change"
+    return f"ingest into {_tables_text(tables)} ran out of memory in a partition's task"
+
+
 def _tables_text(names: Iterable[str]) -> str:
     listed = list(dict.fromkeys(names))
     if len(listed) == 1:
@@ -199,5 +210,6 @@ __all__ = [
     "ingest_subject",
     "memory_failure",
     "memory_limit_property",
+    "task_subject",
     "view_subject",
 ]
