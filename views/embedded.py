@@ -42,6 +42,7 @@ from ivm.views.batches import normalize_batch
 from ivm.views.definitions import ViewDef
 from ivm.views.diagnose import EXISTING, ViewFailed
 from ivm.views.resources import (
+    READ_ADVICE,
     as_resource,
     check_batches,
     check_changes,
@@ -245,19 +246,19 @@ class EmbeddedEngine:
     def read(self, name: str) -> pa.Table:
         """The table's or view's DuckDB view as of the last commit, read on this thread's
         cursor (``views.concurrency``: never an epoch in flight, never waiting for it)."""
-        return self._read(f"SELECT * FROM {quote(name)}", None)
+        return self._read(f"SELECT * FROM {quote(name)}", None, f"reading {name!r}")
 
     def sql(self, query: str) -> pa.Table:
         """The query as of the last commit, on this thread's cursor (as ``read``)."""
-        return self._read(query, SqlError)
+        return self._read(query, SqlError, "the query")
 
-    def _read(self, query: str, error_class: type[SqlError] | None) -> pa.Table:
+    def _read(self, query: str, error_class: type[SqlError] | None, what: str) -> pa.Table:
         s = self.session
         try:
             return s._reads.query(query, error_class)
         except (duckdb.OutOfMemoryException, MemoryError) as error:
-            resource = as_resource(error, "the read ran out of memory", s._budget)
-            raise resource or error from error
+            subject = f"{what} ran out of memory"
+            raise as_resource(error, subject, s._budget, READ_ADVICE) or error from error
 
     def live_sql(self, name: str) -> str:
         """A query of the table's live rows, one row per copy (for ``views.arrival``)."""

@@ -29,7 +29,6 @@ from ivm.errors import IvmError, ResourceError
 from ivm.storage.memory import (
     APPLY_BYTES_PER_ROW,
     MemoryBudget,
-    describe,
     rows_bytes,
     variable_bytes_sql,
     width,
@@ -43,6 +42,9 @@ ROW_INDEX_BYTES = 24
 MEASURE_SHARE = 64
 """A change whose lower-bound size passes 1/MEASURE_SHARE of the limit has its strings
 measured (one statement); smaller ones are not worth a statement."""
+
+APPLY_ADVICE = "nothing was applied: apply it in smaller batches, or raise memory_limit"
+READ_ADVICE = "read less at a time, or raise memory_limit"
 
 _PHASES = {
     "batches": "reading its batch",
@@ -73,6 +75,13 @@ def memory_limit_property() -> property:
         "memory together): ivm.connect(..., memory_limit=) or its default, half of the "
         "machine's memory. Settable, in bytes or as '4GB'; past it an epoch fails with "
         "ivm.ResourceError and applies nothing."))
+
+
+def settle(session: Session) -> None:
+    """Before an epoch or a DDL script: the state brought within its share (arrangements
+    dropped, the largest first), then DuckDB given what it leaves."""
+    session._arrangements.fit()
+    session._budget.settle(session._con)
 
 
 def held_bytes(session: Session) -> int:
@@ -108,13 +117,12 @@ def check_changes(session: Session, changed: Mapping[str, str]) -> None:
     if not sizes:
         return
     largest = max(sizes, key=sizes.__getitem__)
+    total = sum(sizes.values())
+    others = " with the other views' changes" if total > 1.1 * sizes[largest] else ""
     rows = session._changed_rows.get(largest, 0)
-    others = f" (with the other views' changes, {describe(sum(sizes.values()))})" \
-        if len(sizes) > 1 else ""
     budget.require(
-        sum(sizes.values()),
-        f"view {largest!r}: its change in this epoch ({rows:,} rows, about "
-        f"{describe(sizes[largest])}){others}, which ingest returns,",
+        total, f"view {largest!r}: its change in this epoch ({rows:,} rows), which ingest "
+        f"fetches to return it{others},",
     )
 
 
@@ -142,7 +150,7 @@ def memory_failure(error: BaseException | None) -> BaseException | None:
 
 
 def as_resource(
-    error: BaseException, subject: str, budget: MemoryBudget
+    error: BaseException, subject: str, budget: MemoryBudget, advice: str = APPLY_ADVICE
 ) -> ResourceError | None:
     """``error`` as the ResourceError it stands for (``subject``: what ran out, in the
     user's terms: ``"view 'v' ran out of memory computing its change"``), or None."""
@@ -155,10 +163,7 @@ def as_resource(
         detail = "a Spark task: " + _words(error)  # a task's error, arrived as text
     else:
         return None
-    return ResourceError(
-        f"{subject}: {detail} ({budget.text()}); nothing was applied: apply it in smaller "
-        "batches, or raise memory_limit"
-    )
+    return ResourceError(f"{subject}: {detail} ({budget.text()}); {advice}")
 
 
 def ingest_subject(tables: Iterable[str], phase: str) -> str:
@@ -199,7 +204,7 @@ def _words(error: BaseException) -> str:
         return "Python could not allocate memory"
     text = _DUCKDB_ADVICE.sub("", str(error))
     text = re.sub(r"^.*?Out of Memory Error: ", "", " ".join(text.split()))
-    return f"DuckDB {text}" if text.startswith("could not") else text
+    return text if isinstance(error, MemoryError) else f"DuckDB: {text}"
 
 
 __all__ = [
@@ -210,6 +215,7 @@ __all__ = [
     "ingest_subject",
     "memory_failure",
     "memory_limit_property",
+    "settle",
     "task_subject",
     "view_subject",
 ]

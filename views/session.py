@@ -55,7 +55,7 @@ from ivm.views.join_plans import join_plan_property
 from ivm.views.loading import load_stream, streamed
 from ivm.views.read_queries import check_read_query
 from ivm.views.recompute import recompute_fraction_property
-from ivm.views.resources import held_bytes, memory_limit_property
+from ivm.views.resources import held_bytes, memory_limit_property, settle
 from ivm.views.saved_indexes import SavedIndexes
 from ivm.views.state_file import claim, open_state, release, settle_settings
 from ivm.views.surface import Surface
@@ -379,7 +379,7 @@ class Session(Surface, Ddl, Ingest, ViewState):
     # -- transactions ------------------------------------------------------------------------
 
     def _transaction(self, error_class: type[IvmError] = SqlError) -> Transaction:
-        self._budget.settle(self._con)  # DuckDB's share of memory, for what is held now
+        settle(self)  # the memory held within the limit, DuckDB given what it leaves
         return Transaction(self, error_class)
 
     def _snapshot(self) -> tuple[dict[str, Any], ...]:

@@ -120,11 +120,24 @@ class BoundedArrangements(Arrangements):
         self._declined[(table, key)] = estimate
         return False
 
+    def fit(self) -> None:
+        """Drop arrangements, the largest first, until the state is within the budget's
+        share (before an epoch: the limit may have fallen, or indexes grown)."""
+        while self.budget.over():
+            sizes = [(a.nbytes, t, k) for t, by in self._arranged.items() for k, a in by.items()]
+            if not sizes:
+                return
+            _, table, key = max(sizes)
+            self._drop(table, key)
+
     def _shed(self, table: str, key: tuple[str, ...]) -> None:
         """Drop ``table``'s arrangement by ``key`` (and the rows held for it) if the state
         is over the budget's share: its reads go to the table from now on."""
-        if not self.budget.over():
-            return
+        if self.budget.over():
+            self._drop(table, key)
+
+    def _drop(self, table: str, key: tuple[str, ...]) -> None:
+        """Drop ``table``'s arrangement by ``key``, remembering the bytes it held."""
         by_key = self._arranged.get(table, {})
         arrangement = by_key.pop(key, None)
         if arrangement is None:
