@@ -69,6 +69,9 @@ class ReadCursors:
                     raise StateError("this session is closed: open a new one with ivm.connect()")
                 cursor = self._con.cursor()
             apply(cursor, self._settings())  # TimeZone, Calendar hold per connection
+            # An epoch sets arrow_lossless_conversion (HUGEINT as 16 raw bytes…) for its
+            # exports, and DuckDB's setting is global: a reader keeps the ordinary types.
+            cursor.execute("SET SESSION arrow_lossless_conversion = false").fetchall()
             self._local.cursor = cursor
         return cursor
 
