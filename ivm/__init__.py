@@ -20,6 +20,7 @@ from ivm.errors import (
     IterationLimitError,
     IvmError,
     IvmWarning,
+    ResourceError,
     SchemaError,
     SqlError,
     StateError,
@@ -38,6 +39,7 @@ __all__ = [
     "IterationLimitError",
     "IvmError",
     "IvmWarning",
+    "ResourceError",
     "SchemaError",
     "Session",
     "SqlError",
@@ -56,6 +58,7 @@ def connect(
     on_plan_change: str = "rebuild",
     iteration_limit: int | None = None,
     settings: Mapping[str, str] | None = None,
+    memory_limit: int | str | None = None,
 ) -> Session:
     """Open a session: in memory without ``path``, else persistent state under ``path``
     (``ivm.views.connecting.connect`` says what each option does)."""
@@ -63,7 +66,7 @@ def connect(
 
     return open_session(
         path, spark=spark, partitions=partitions, on_plan_change=on_plan_change,
-        iteration_limit=iteration_limit, settings=settings,
+        iteration_limit=iteration_limit, settings=settings, memory_limit=memory_limit,
     )
 
 

@@ -52,11 +52,24 @@ class StateError(IvmError):
 
 class ExecutionError(IvmError):
     """Evaluating a view failed on the data of a batch (e.g. a cast that cannot succeed,
-    an overflow, invalid input to a function), or DuckDB ran out of memory or disk.
+    an overflow, invalid input to a function), or the machine failed it (a file that
+    cannot be written; running out of memory is its subclass ``ResourceError``).
 
     Raised by ``ingest`` (and by creating a view over existing rows); like every ingest
     error it leaves tables and views unchanged. SQL of ivm's own that DuckDB cannot parse
     or bind is never this: it is an ``InternalError``.
+    """
+
+
+class ResourceError(ExecutionError):
+    """An epoch, a load or a view's creation needed more memory than the session may use
+    (``ivm.connect(..., memory_limit=...)``, ``Session.memory_limit``).
+
+    The message says what ran out, how much the session may use and which table or view
+    was being processed. Like every ingest error nothing is applied: tables, views and the
+    epoch are as before, and the session stays usable (a smaller batch, or a higher
+    limit, then applies as usual). In Spark mode it is also what a partition's task
+    running out of memory becomes on the driver.
     """
 
 

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import duckdb
 
+from ivm.storage.memory import spill_directory
 from ivm.storage.results import fetch_first
 from ivm.storage.sqltext import WEIGHT, quote
 from ivm.storage.traces import TailSize, compact
@@ -124,10 +125,11 @@ _ATTACHED = itertools.count()
 
 def host_cursor() -> duckdb.DuckDBPyConnection:
     """A new connection (close it after use) to this process's in-memory DuckDB, which is
-    started once: starting a database costs ≈30 ms of CPU, more than a small task's work."""
+    started once: starting a database costs ≈30 ms of CPU, more than a small task's work.
+    Each task gives it the memory it may use (``stage_task.configure``)."""
     global _HOST
-    if _HOST is None:
-        _HOST = duckdb.connect()
+    if _HOST is None:  # spilling to a directory of its own (the working one is Spark's)
+        _HOST = duckdb.connect(config={"temp_directory": spill_directory()})
     return _HOST.cursor()
 
 

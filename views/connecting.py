@@ -23,7 +23,8 @@ PLAN_CHANGE_POLICIES = ("rebuild", "refuse")
 def connect(path: str | os.PathLike[str] | None = None, *, spark: Any = None,
             partitions: int | None = None, on_plan_change: str = "rebuild",
             iteration_limit: int | None = None,
-            settings: Mapping[str, str] | None = None) -> Session:
+            settings: Mapping[str, str] | None = None,
+            memory_limit: int | str | None = None) -> Session:
     """Open a session (API.md): in memory, or persistent state in directory ``path``
     (``path/ivm.duckdb``, and the indexes a clean close saved beside it for the next open).
 
@@ -37,6 +38,10 @@ def connect(path: str | os.PathLike[str] | None = None, *, spark: Any = None,
     the default, 1000) bounds the iterations a recursive view may take in one epoch
     (``Session.iteration_limit``, settable later). ``settings={"TimeZone": "UTC"}``: the
     DuckDB settings new state records, applied at every open (``db.settings``).
+    ``memory_limit=`` (bytes, or ``"4GB"``; default half of the machine's memory) bounds
+    the memory the session uses, DuckDB's and ivm's own (``views.resources``): an epoch
+    that would need more fails with ``ivm.ResourceError`` and applies nothing. In Spark
+    mode it bounds each partition task's DuckDB too.
     """
     if on_plan_change not in PLAN_CHANGE_POLICIES:
         raise IvmError(f"on_plan_change must be 'rebuild' or 'refuse', not {on_plan_change!r}")
@@ -46,11 +51,12 @@ def connect(path: str | os.PathLike[str] | None = None, *, spark: Any = None,
         from ivm.views.spark.engine import SparkEngine  # imports pyspark: only when asked
 
         engine = functools.partial(SparkEngine, spark=spark, partitions=partitions)
-        session = Session(path, on_plan_change, settings, engine=engine)
+        session = Session(path, on_plan_change, settings, engine=engine,
+                          memory_limit=memory_limit)
     elif partitions is not None:
         raise IvmError("partitions= applies to Spark mode only: pass spark= as well")
     else:
-        session = Session(path, on_plan_change, settings)
+        session = Session(path, on_plan_change, settings, memory_limit=memory_limit)
     try:
         if iteration_limit is not None:
             session.iteration_limit = iteration_limit

@@ -41,6 +41,14 @@ from ivm.storage.traces import create_reader, create_trace
 from ivm.views.batches import normalize_batch
 from ivm.views.definitions import ViewDef
 from ivm.views.diagnose import EXISTING, ViewFailed
+from ivm.views.resources import (
+    READ_ADVICE,
+    as_resource,
+    check_batches,
+    check_changes,
+    ingest_subject,
+    view_subject,
+)
 from ivm.views.view_state import columns_of
 from ivm.views.warmup import warm
 
@@ -192,16 +200,27 @@ class EmbeddedEngine:
 
     def commit_epoch(self, batches: dict[str, Any], upsert: bool) -> dict[str, str]:
         """Apply one epoch and commit it (the epoch counter included); returns the scratch
-        tables holding each changed view's change. Nothing is applied if it fails."""
+        tables holding each changed view's change. Nothing is applied if it fails; a
+        failure for memory is a ResourceError naming the table or view (``views.resources``:
+        the batches and the views' changes must fit in the session's memory limit)."""
         s = self.session
+        check_batches(s, batches)
         try:
             with s._transaction(ExecutionError):
                 changed = s._apply(batches, upsert)
+                check_changes(s, changed)
                 s._advance_epoch(changed)
                 applied = time.perf_counter()
             s._profile.phases["commit"] = time.perf_counter() - applied
         except ViewFailed as failure:
-            raise s._explain_ingest(batches, upsert, failure) from failure.error
+            resource = as_resource(failure.error, view_subject(failure.view.name), s._budget)
+            raise resource or s._explain_ingest(batches, upsert, failure) from failure.error
+        except Exception as error:
+            phase = next(reversed(s._profile.phases), "")
+            resource = as_resource(error, ingest_subject(batches, phase), s._budget)
+            if resource is None or resource is error:
+                raise
+            raise resource from error
         finally:
             s._unregister_batches()
         return changed
@@ -225,15 +244,21 @@ class EmbeddedEngine:
     # -- reads -------------------------------------------------------------------------------
 
     def read(self, name: str) -> pa.Table:
-        """The table's or view's DuckDB view, read on the session's connection."""
-        return self.session._con.sql(f"SELECT * FROM {quote(name)}").to_arrow_table()
+        """The table's or view's DuckDB view as of the last commit, read on this thread's
+        cursor (``views.concurrency``: never an epoch in flight, never waiting for it)."""
+        return self._read(f"SELECT * FROM {quote(name)}", None, f"reading {name!r}")
 
     def sql(self, query: str) -> pa.Table:
-        """The query on the session's connection."""
+        """The query as of the last commit, on this thread's cursor (as ``read``)."""
+        return self._read(query, SqlError, "the query")
+
+    def _read(self, query: str, error_class: type[SqlError] | None, what: str) -> pa.Table:
+        s = self.session
         try:
-            return self.session._con.sql(query).to_arrow_table()
-        except duckdb.Error as error:
-            raise SqlError(f"query failed: {error}") from error
+            return s._reads.query(query, error_class)
+        except (duckdb.OutOfMemoryException, MemoryError) as error:
+            subject = f"{what} ran out of memory"
+            raise as_resource(error, subject, s._budget, READ_ADVICE) or error from error
 
     def live_sql(self, name: str) -> str:
         """A query of the table's live rows, one row per copy (for ``views.arrival``)."""

@@ -69,6 +69,10 @@ class EpochLedger:
         while len(self._deltas) > self.kept:
             self._deltas.popitem(last=False)
 
+    def nbytes(self) -> int:
+        """The bytes the kept deltas hold (counted against the session's memory limit)."""
+        return sum(t.nbytes for deltas in self._deltas.values() for t in deltas.values())
+
     def forget(self) -> None:
         """Forget every kept delta (the views they name changed)."""
         self._deltas.clear()

@@ -5,7 +5,10 @@
 through every view as the next part of one epoch, all in the epoch's single
 transaction: the epoch commits whole or not at all, and only one chunk is held in
 memory at a time (besides the views' changes, which the epoch returns). The views'
-changes of the chunks are summed into the epoch's delta. What the session keeps in
+changes of the chunks are summed into the epoch's delta. A chunk holds at most
+``CHUNK_ROWS`` rows, fewer when the session's memory limit leaves room for fewer
+(``chunk_rows``), and each is checked against the limit as a batch is
+(``views.resources``), the summed changes too before the epoch commits. What the session keeps in
 memory (arrangements, row indexes, operators' memory) follows each chunk, and is
 dropped whole if the epoch rolls back. Chunks apply in order,
 so a chunk may delete or upsert rows an earlier chunk inserted; ``sequence=`` orders
@@ -36,15 +39,25 @@ from ivm.errors import ExecutionError, IvmError, SchemaError
 from ivm.execution.profile import EpochProfile
 from ivm.plan.sql import W, column_list, consolidate_sql
 from ivm.schema import quote
+from ivm.storage.memory import APPLY_BYTES_PER_ROW, rows_bytes
 from ivm.views.diagnose import ViewFailed
 from ivm.views.modes import spark_mode
+from ivm.views.resources import (
+    as_resource,
+    check_batches,
+    check_changes,
+    ingest_subject,
+    view_subject,
+)
 from ivm.views.transaction import run_all
 
 if TYPE_CHECKING:
     from ivm.views.session import Session
 
 CHUNK_ROWS = 1_000_000
-"""Rows per chunk of a large in-memory table streamed for its progress bar."""
+"""Rows per chunk of a large in-memory table streamed for its progress bar (at most)."""
+MIN_CHUNK_ROWS = 1_000
+"""The fewest rows a chunk holds, however little memory the limit leaves."""
 
 
 def streamed(session: Session, table: Any, batch: Any, progress: bool | None) -> bool:
@@ -65,7 +78,7 @@ def load_stream(
     session._check_open()
     name = session._ingestible(table)
     reader, total = _reader(batch)
-    chunks = _chunks(reader, f"table {name!r}")
+    chunks = _chunks(reader, f"table {name!r}", chunk_rows(session, name))
     first = next(chunks)
     if first.num_rows == 0 and not forced:
         return session._unchanged()  # an empty batch is a no-op (API: ingest)
@@ -78,6 +91,7 @@ def load_stream(
             for chunk in itertools.chain([first], chunks):
                 with profile.phase("batches"):
                     changes = session._prepared(name, chunk, mode, sequence)
+                    check_batches(session, changes)
                 try:
                     changed = session._apply(changes, upsert=mode == "upsert")
                 finally:
@@ -89,10 +103,30 @@ def load_stream(
                 run_all(actions)
                 advance(chunk.num_rows)
             changed = _summed(session, sums)
+            check_changes(session, changed)
             session._advance_epoch(changed)
     except ViewFailed as failure:
-        raise failure.error from failure.error.__cause__
+        resource = as_resource(failure.error, view_subject(failure.view.name), session._budget)
+        raise resource or failure.error from failure.error.__cause__
+    except (IvmError, MemoryError) as error:
+        phase = next(reversed(profile.phases), "")
+        resource = as_resource(error, ingest_subject([name], phase), session._budget)
+        if resource is None or resource is error:
+            raise
+        raise resource from error
     return session._finish_epoch(profile, changed)
+
+
+def chunk_rows(session: Session, table: str) -> int:
+    """Rows a chunk of a load into ``table`` may hold: ``CHUNK_ROWS``, or as many as a
+    quarter of the room the session's memory limit leaves takes (a row counted at its
+    fixed-width bytes, 8 for each other value, and what applying it needs), at least
+    ``MIN_CHUNK_ROWS``."""
+    budget = session._budget
+    columns = [(c.name, c.type) for c in session._tables[table].schema.columns]
+    per_row = rows_bytes(1, columns) + APPLY_BYTES_PER_ROW
+    room = max(budget.limit - budget.held(), 0) // 4
+    return max(MIN_CHUNK_ROWS, min(CHUNK_ROWS, room // per_row))
 
 
 def _forget_memory(session: Session) -> None:
@@ -142,21 +176,26 @@ def _reader(batch: Any) -> tuple[pa.RecordBatchReader, int | None]:
     raise IvmError(f"cannot stream a {type(batch).__name__}")
 
 
-def _chunks(reader: pa.RecordBatchReader, context: str) -> Iterator[pa.Table]:
-    """The reader's rows as tables of about ``CHUNK_ROWS`` rows (small batches gathered)."""
+def _chunks(
+    reader: pa.RecordBatchReader, context: str, size: int = CHUNK_ROWS
+) -> Iterator[pa.Table]:
+    """The reader's rows as tables of about ``size`` rows (small batches gathered, large
+    ones sliced)."""
     pending: list[pa.RecordBatch] = []
     rows, chunks = 0, 0
-    for batch in reader:
-        if not batch.schema.equals(reader.schema):
+    for number, whole in enumerate(reader):
+        if not whole.schema.equals(reader.schema):
             raise SchemaError(
-                f"{context}: record batch {chunks + len(pending)} of the reader has columns "
-                f"({_fields(batch.schema)}) unlike the reader's own ({_fields(reader.schema)})"
+                f"{context}: record batch {number} of the reader has columns "
+                f"({_fields(whole.schema)}) unlike the reader's own ({_fields(reader.schema)})"
             )
-        pending.append(batch)
-        rows += batch.num_rows
-        if rows >= CHUNK_ROWS:
-            yield pa.Table.from_batches(pending, reader.schema)
-            pending, rows, chunks = [], 0, chunks + 1
+        for start in range(0, max(whole.num_rows, 1), size):
+            batch = whole.slice(start, size)
+            pending.append(batch)
+            rows += batch.num_rows
+            if rows >= size:
+                yield pa.Table.from_batches(pending, reader.schema)
+                pending, rows, chunks = [], 0, chunks + 1
     if rows or not chunks:  # the rest, or one empty chunk for an empty stream
         yield pa.Table.from_batches(pending, reader.schema)
 

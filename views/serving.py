@@ -7,8 +7,9 @@ while a job runs. Instead the process holding it serves reads:
   an Arrow Flight server in a background thread and returns a ``Server`` (its
   ``location``, ``stop()``). Each request runs one read-only query over the state's
   tables and views (never a file or the host's environment:
-  ``views.read_queries.check_served_query``) on a cursor of its own, so it sees the
-  last committed epoch: an epoch being ingested meanwhile is invisible until it
+  ``views.read_queries.check_served_query``) on a cursor of its own
+  (``views.concurrency``: one per server thread, with the state's settings), so it sees
+  the last committed epoch: an epoch being ingested meanwhile is invisible until it
   commits (DuckDB's snapshot isolation), and readers never wait for it, nor it for them;
 * ``ivm.views.serving.Reader(location)`` (``ivm.reader(location)``) is the client:
   ``sql(query)``, ``read(name)`` and ``epoch`` return Arrow tables and ints over
@@ -56,11 +57,7 @@ class _Flight(flight.FlightServerBase):
         query = ticket.ticket.decode()
         try:
             check_served_query(query, [*self.session._tables, *self.session._views])
-            cursor = self.session._con.cursor()
-            try:
-                table = cursor.sql(query).to_arrow_table()
-            finally:
-                cursor.close()
+            table = self.session._reads.query(query)  # this thread's cursor, with the settings
         except IvmError as error:
             raise flight.FlightServerError(f"{type(error).__name__}: {error}") from error
         except Exception as error:  # noqa: BLE001 - DuckDB's words go back to the client
@@ -70,11 +67,7 @@ class _Flight(flight.FlightServerBase):
     def do_action(self, context: Any, action: flight.Action) -> Any:
         if action.type != EPOCH.decode():
             raise flight.FlightServerError(f"unknown action {action.type!r}")
-        cursor = self.session._con.cursor()
-        try:
-            epoch = self.session._catalog_epoch(cursor)
-        finally:
-            cursor.close()
+        epoch = self.session._catalog_epoch(self.session._reads.cursor())
         yield flight.Result(json.dumps(epoch).encode())
 
 

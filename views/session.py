@@ -1,27 +1,24 @@
-"""The session a user holds: DDL, ingest, reads, explain (the API.md contract, embedded mode).
+"""The session a user holds: DDL, ingest, reads, explain (the API.md contract).
 
-One DuckDB database holds everything: base-table traces, view output traces,
-operator state, the catalog (with each view's manifest) and the epoch. Each
-``ingest`` is one transaction: the batch is validated, every affected view
-computes its change from the change alone, state is appended, the epoch
-advances, and only then does the transaction commit. Any error rolls all of it
-back.
+One DuckDB database holds the catalog (with each view's manifest), the epoch and, in
+embedded mode, every trace. Each ``ingest`` is one transaction: the batch is validated,
+every affected view computes its change from the change alone, state is appended, the
+epoch advances, and only then does it commit; any error rolls all of it back. Tables
+and views are DuckDB views under their own names, so ``sql()`` reads them as relations.
 
-Base tables and views are also DuckDB views under their own names (each live
-row repeated by its weight), so ``sql()`` reads them as ordinary relations.
-
-What depends on the mode (where state lives, how a view's state is built and
-dropped, how an epoch runs and commits, compaction, recovery, reads) is the
-session's engine (``views.engine``): ``EmbeddedEngine`` (``views.embedded``) or, with
-``spark=``, ``SparkEngine`` (``views.spark.engine``). DDL (``views.ddl``), ingest
-(``views.ingest``) and the state of views (``views.view_state``) are mixed in from their
-own modules.
+What depends on the mode is the session's engine (``views.engine``): ``EmbeddedEngine``
+(``views.embedded``) or, with ``spark=``, ``SparkEngine`` (``views.spark.engine``). DDL,
+ingest and the state of views are mixed in from ``views.ddl``, ``views.ingest`` and
+``views.view_state``; threads share a session as ``views.concurrency`` says, and its
+memory is bounded as ``views.resources`` says.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -31,7 +28,7 @@ import pyarrow as pa
 
 from ivm.circuit.circuit import Circuit
 from ivm.errors import IvmError, SqlError, StateError
-from ivm.execution.arrangements import Arrangements
+from ivm.execution.bounded_arrangements import BoundedArrangements
 from ivm.execution.embedded import DEFAULT_ITERATION_LIMIT, OperatorMemory
 from ivm.execution.profile import EpochProfile
 from ivm.execution.row_index import RowIndex
@@ -44,8 +41,10 @@ from ivm.sql_frontend.positions import TEXT_START, Origin
 from ivm.sql_frontend.statements import parse_script
 from ivm.storage.catalog import Catalog, CatalogError
 from ivm.storage.manifest import Manifest
+from ivm.storage.memory import MemoryBudget
 from ivm.storage.naming import TableNames
 from ivm.storage.traces import Compactor
+from ivm.views.concurrency import ReadCursors, serialize_public
 from ivm.views.ddl import Ddl
 from ivm.views.definitions import TableInfo, ViewDef, ViewInfo, table_info, view_info
 from ivm.views.diagnose import ViewFailed
@@ -56,6 +55,7 @@ from ivm.views.join_plans import join_plan_property
 from ivm.views.loading import load_stream, streamed
 from ivm.views.read_queries import check_read_query
 from ivm.views.recompute import recompute_fraction_property
+from ivm.views.resources import held_bytes, memory_limit_property, settle
 from ivm.views.saved_indexes import SavedIndexes
 from ivm.views.state_file import claim, open_state, release, settle_settings
 from ivm.views.surface import Surface
@@ -76,17 +76,21 @@ class Session(Surface, Ddl, Ingest, ViewState):
         self, path: str | os.PathLike[str] | None = None, on_plan_change: str = "rebuild",
         settings: Mapping[str, str] | None = None, *,
         engine: Callable[[Session], Engine] = EmbeddedEngine,
+        memory_limit: int | str | None = None,
     ) -> None:
         self.path = Path(path) if path is not None else None
-        self._engine: Engine = engine(self)  # what depends on the mode (views.engine)
-        self._state_file = claim(self.path)
+        self._lock = threading.RLock()  # one call at a time changes the session
+        self._budget = MemoryBudget(memory_limit)  # DuckDB's and the state's memory
+        self._state_file = claim(self.path)  # before anything: refused at once if held
         self._closed = False
         self._ready = False  # opened whole: only then are its indexes saved at close
         try:
-            self._con = open_state(self._state_file)
+            self._engine: Engine = engine(self)  # what depends on the mode (views.engine)
+            self._con = open_state(self._state_file, self._budget)
         except BaseException:
             release(self._state_file)
             raise
+        self._reads = ReadCursors(self._con, lambda: self.settings)  # reads at the last commit
         self.on_plan_change = on_plan_change
         self._iteration_limit = DEFAULT_ITERATION_LIMIT
         self._names = TableNames()
@@ -99,7 +103,8 @@ class Session(Surface, Ddl, Ingest, ViewState):
         self._no_change: dict[str, pa.Table] = {}  # each view's empty change, by name
         self._row_indexes: dict[str, RowIndex] = {}  # base tables' live rows, built at first use
         self._operator_memory: OperatorMemory = {}  # operators' in-memory state (Run.memory)
-        self._arrangements = Arrangements(self._con)  # traces searchable by key, built at use
+        self._arrangements = BoundedArrangements(self._con, self._budget)  # traces by key
+        self._budget.held = partial(held_bytes, self)
         # DuckDB's DESCRIBE of SQL while the stored views were planned at open (and those the
         # last session saved): asked again only if not there. Emptied by any DDL.
         self._described: dict[str, Schema] = {}
@@ -185,6 +190,7 @@ class Session(Surface, Ddl, Ingest, ViewState):
 
     join_plan = join_plan_property()
     recompute_fraction = recompute_fraction_property()
+    memory_limit = memory_limit_property()
 
     @property
     def tables(self) -> Mapping[str, TableInfo]:
@@ -276,8 +282,7 @@ class Session(Surface, Ddl, Ingest, ViewState):
 
     @property
     def partitions(self) -> int | None:
-        """How many partitions the state has, fixed when it was created (Spark mode;
-        None embedded)."""
+        """How many partitions the state has, fixed at its creation (Spark; None embedded)."""
         return self._engine.partitions
 
     @property
@@ -287,8 +292,7 @@ class Session(Surface, Ddl, Ingest, ViewState):
 
     @property
     def failure(self) -> Any:
-        """Test hook of Spark mode: an ``ivm.execution.spark.tasks.FailurePoint`` makes
-        chosen tasks fail (None: none fail). Embedded mode ignores it."""
+        """Spark mode's test hook: a ``FailurePoint`` (``ivm.execution.spark.tasks``)."""
         return self._engine.failure
 
     @failure.setter
@@ -306,6 +310,7 @@ class Session(Surface, Ddl, Ingest, ViewState):
                     self._saved.save()
             finally:
                 try:
+                    self._reads.close()
                     self._con.close()
                 finally:
                     release(self._state_file)
@@ -377,6 +382,7 @@ class Session(Surface, Ddl, Ingest, ViewState):
     # -- transactions ------------------------------------------------------------------------
 
     def _transaction(self, error_class: type[IvmError] = SqlError) -> Transaction:
+        settle(self)  # the memory held within the limit, DuckDB given what it leaves
         return Transaction(self, error_class)
 
     def _snapshot(self) -> tuple[dict[str, Any], ...]:
@@ -391,6 +397,7 @@ class Session(Surface, Ddl, Ingest, ViewState):
 
 
 guard_public(Session)
+serialize_public(Session)  # one call at a time, but reads (views.concurrency)
 
 
 __all__ = ["Session", "ViewDef"]

@@ -5,7 +5,10 @@ itself when it names a ``.duckdb`` file), and beside it, after a clean close, th
 in-memory indexes saved for the next open (``<state file>.memory/``, see
 ``ivm.storage.snapshots``). One process may hold a DuckDB file
 read-write, and DuckDB would silently share one file between two connections
-of the same process, so a second session of the same state is refused.
+of the same process, so a second session of the same state is refused: in this
+process by the set of states held, and in another (on any host sharing the
+directory) by the lock file ``<state file>.lock`` (``ivm.storage.state_lock``),
+taken before DuckDB opens anything, whose refusal names the holder.
 
 The DuckDB settings a view's SQL evaluates under are kept with the state and
 given to the session's connection when it opens (``settle_settings``).
@@ -22,16 +25,19 @@ import duckdb
 from ivm import faults
 from ivm.errors import IvmError, StateError
 from ivm.storage.catalog import Catalog
+from ivm.storage.memory import MemoryBudget, spill_directory
 from ivm.storage.settings import SettingsError, applied, apply, canonical, current
+from ivm.storage.state_lock import StateLock
 
 STATE_FILE = "ivm.duckdb"
 
-_OPEN_STATES: set[Path] = set()
-"""State files held by a live session of this process."""
+_OPEN_STATES: dict[Path, StateLock | None] = {}
+"""State files held by a live session of this process, with the lock each holds."""
 
 
 def claim(path: Path | None) -> Path | None:
-    """The state file for ``path``, refused if another session of this process holds it."""
+    """The state file for ``path``, refused (StateError) if another session of this
+    process holds it, or another process does (naming it: ``ivm.storage.state_lock``)."""
     if path is None:
         return None
     file = (path if path.suffix == ".duckdb" else path / STATE_FILE).resolve()
@@ -39,7 +45,7 @@ def claim(path: Path | None) -> Path | None:
         refuse_foreign(file.parent)
     if file in _OPEN_STATES:
         raise StateError(f"state at {path} is already open in this process: close it first")
-    _OPEN_STATES.add(file)
+    _OPEN_STATES[file] = StateLock.acquire(file, path)
     return file
 
 
@@ -60,18 +66,25 @@ def refuse_foreign(directory: Path) -> None:
 
 
 def release(file: Path | None) -> None:
-    """Let another session open ``file`` again."""
-    if file is not None:
-        _OPEN_STATES.discard(file)
+    """Let another session, of this process or another, open ``file`` again."""
+    if file is not None and file in _OPEN_STATES:
+        lock = _OPEN_STATES.pop(file)
+        if lock is not None:
+            lock.release()
 
 
-def open_state(file: Path | None) -> duckdb.DuckDBPyConnection:
-    """A connection to the state file (in memory when ``file`` is None)."""
+def open_state(file: Path | None, budget: MemoryBudget) -> duckdb.DuckDBPyConnection:
+    """A connection to the state file (in memory when ``file`` is None), given its share
+    of ``budget`` and a directory to spill to: beside the file, ``<file>.tmp`` (DuckDB's
+    own default), or, in memory, one of its own in the system's temporary directory."""
     if file is None:
-        return duckdb.connect()
+        connection = duckdb.connect()
+        budget.configure(connection, spill_directory())
+        return connection
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
         connection = duckdb.connect(str(file))
+        budget.configure(connection, f"{file}.tmp")
     except (OSError, duckdb.Error) as error:
         raise StateError(f"cannot open state at {file}: {error}") from error
     faults.reached("open.connected")

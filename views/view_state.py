@@ -30,6 +30,7 @@ from ivm.schema import Schema, quote
 from ivm.storage.catalog import CatalogError
 from ivm.storage.sqltext import unquote
 from ivm.views.diagnose import EXISTING, ViewFailed, explain_failure, explain_internal
+from ivm.views.resources import as_resource, view_subject
 
 if TYPE_CHECKING:
     from ivm.views.session import Session
@@ -101,7 +102,11 @@ class ViewState(_Base):
     def _explain_backfill(self, failure: ViewFailed) -> IvmError:
         """A new view's failure over existing rows in the user's terms (in a throwaway
         transaction: the failed one is unusable): the expression a value failed in, or,
-        for SQL of ivm's own, the construct it was for."""
+        for SQL of ivm's own, the construct it was for; a view that ran out of memory,
+        a ResourceError."""
+        resource = as_resource(failure.error, view_subject(failure.view.name, True), self._budget)
+        if resource is not None:
+            return resource
         internal = failure.internal
         self._con.execute("BEGIN TRANSACTION").fetchall()
         try:

@@ -69,6 +69,7 @@ from ivm.storage.sqltext import unquote
 from ivm.storage.traces import create_reader, create_trace
 from ivm.views.definitions import ViewDef
 from ivm.views.diagnose import named
+from ivm.views.resources import as_resource, task_subject, view_subject
 from ivm.views.spark import reads
 from ivm.views.spark.batches import prepare
 from ivm.views.spark.quiet import quiet_tasks
@@ -216,7 +217,8 @@ class SparkEngine:
         except BaseException as error:
             translated = translate_error(error)
             if translated is not None:
-                raise named(translated, name) from error
+                resource = as_resource(translated, view_subject(name, True), s._budget)
+                raise resource or named(translated, name) from error
             raise
         s._catalog.set_manifest(name, self.manifest(view))
         s._on_commit.append(lambda: self.publish(name))
@@ -257,6 +259,7 @@ class SparkEngine:
             settings=tuple(sorted(s.settings.items())),
             fence=str(write_fence(self.root, token)),
             iteration_limit=s.iteration_limit,
+            memory_limit=s._budget.limit if s._budget.explicit else None,
         )
 
     # -- epochs ------------------------------------------------------------------------------
@@ -283,8 +286,9 @@ class SparkEngine:
                 self.recover()
             except Exception as failure:  # noqa: BLE001 - the ingest's error is the one to raise
                 error.add_note(f"and rolling back its partitions failed: {failure}")
-            translated = translate_error(error)
-            if translated is not None:
+            translated = translate_error(error) or as_resource(
+                error, task_subject(None, batches), s._budget)  # the driver's own memory
+            if translated is not None and translated is not error:
                 raise translated from error
             raise
         return changes
@@ -293,8 +297,7 @@ class SparkEngine:
         """Partitions compact their own traces in their tasks; the driver holds none."""
 
     def _run_epoch(self, frames: dict[str, DataFrame | None], ticket: Ticket) -> dict[str, str]:
-        """Run the epoch as one Spark job; returns the changed views' changes (driver temp
-        tables)."""
+        """Run the epoch as one Spark job; returns the changed views' changes (temp tables)."""
         s = self.session
         self.task_times.value = {}
         self._jobs.sync()
@@ -318,6 +321,9 @@ class SparkEngine:
         except BaseException as error:
             translated = translate_error(error)
             view = failed_view(error)
+            resource = as_resource(translated or error, task_subject(view, frames), s._budget)
+            if resource is not None:
+                raise resource from error
             if translated is None or isinstance(translated, StateError) or view is None:
                 raise
             raise named(translated, view) from error
@@ -369,11 +375,11 @@ class SparkEngine:
     # -- reads -------------------------------------------------------------------------------
 
     def read(self, name: str) -> pa.Table:
-        """Current contents of a view (or table), read from its partition files."""
+        """A view's (or table's) contents from its files, after the epoch in flight."""
         return reads.read(self, name)
 
     def sql(self, query: str) -> pa.Table:
-        """A read-only DuckDB query over tables and views (read from their files)."""
+        """A read-only query over tables and views (their files), as ``read`` does."""
         return reads.sql(self, query)
 
     def live_sql(self, name: str) -> str:

@@ -30,14 +30,17 @@ if TYPE_CHECKING:
 
 
 def read(engine: SparkEngine, name: str) -> pa.Table:
-    """Current contents of an existing view (or table), read from its partition files."""
-    con = duckdb.connect()
-    try:
-        apply(con, engine.session.settings)  # the state's, as the session's own connection
-        attach(engine, con, [name])
-        return con.sql(f"SELECT * FROM {quote(name)}").to_arrow_table()
-    finally:
-        con.close()
+    """Current contents of an existing view (or table), read from its partition files once
+    the epoch in flight, if any, is over: its tasks write the files before the driver
+    commits it, so a read then could see one file an epoch ahead (``views.concurrency``)."""
+    with engine.session._lock:
+        con = duckdb.connect(config=engine.session._budget.duckdb_config())
+        try:
+            apply(con, engine.session.settings)  # the state's, as the session's connection
+            attach(engine, con, [name])
+            return con.sql(f"SELECT * FROM {quote(name)}").to_arrow_table()
+        finally:
+            con.close()
 
 
 def live_sql(engine: SparkEngine, name: str) -> str:
@@ -51,17 +54,19 @@ def live_sql(engine: SparkEngine, name: str) -> str:
 
 
 def sql(engine: SparkEngine, query: str) -> pa.Table:
-    """Run a checked read-only DuckDB query over tables and views (read from their files)."""
+    """Run a checked read-only DuckDB query over tables and views (read from their files),
+    after the epoch in flight, as ``read``."""
     s = engine.session
-    con = duckdb.connect()
-    try:
-        apply(con, s.settings)  # the state's, as the session's own connection
-        attach(engine, con, [*s._tables, *s._views])
-        return con.sql(query).to_arrow_table()
-    except duckdb.Error as error:
-        raise SqlError(f"query failed: {error}") from error
-    finally:
-        con.close()
+    with s._lock:
+        con = duckdb.connect(config=s._budget.duckdb_config())
+        try:
+            apply(con, s.settings)  # the state's, as the session's own connection
+            attach(engine, con, [*s._tables, *s._views])
+            return con.sql(query).to_arrow_table()
+        except duckdb.Error as error:
+            raise SqlError(f"query failed: {error}") from error
+        finally:
+            con.close()
 
 
 def store_directory(engine: SparkEngine, name: str) -> Path:

@@ -33,6 +33,7 @@ from ivm.execution.spark.wire import arrow_schema, conform, from_wire_sql, to_wi
 from ivm.operators.base import Operator
 from ivm.plan.sql import consolidate_sql, empty_relation
 from ivm.schema import Schema, TableSchema, quote
+from ivm.storage.memory import task_default_limit
 from ivm.storage.naming import FINGERPRINT_CHARS
 from ivm.storage.partitions import (
     OUT,
@@ -61,6 +62,7 @@ class Ticket:
     settings: tuple[tuple[str, str], ...] = ()
     fence: str | None = None  # file holding the token of the one ingest allowed to write
     iteration_limit: int = DEFAULT_ITERATION_LIMIT  # the session's, for recursive views
+    memory_limit: int | None = None  # bytes each task's DuckDB may use (None: its share)
 
 
 class PartitionNames:
@@ -84,9 +86,10 @@ CONTENTS_TRACE = NAMES.relation_trace(CONTENTS)
 
 def configure(con: duckdb.DuckDBPyConnection, ticket: Ticket) -> None:
     """Settings every task shares with the driver: those the state evaluates under (its
-    time zone…, whatever the executor's ``TZ``), and one thread (Spark already runs one
-    task per core)."""
-    apply(con, {**dict(ticket.settings), "threads": "1"})
+    time zone…, whatever the executor's ``TZ``), one thread (Spark already runs one
+    task per core), and the memory its DuckDB may use (``ivm.storage.memory``)."""
+    limit = ticket.memory_limit or task_default_limit()
+    apply(con, {**dict(ticket.settings), "threads": "1", "memory_limit": f"{limit}B"})
 
 
 def check_fence(ticket: Ticket) -> None:

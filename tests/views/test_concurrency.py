@@ -1,0 +1,257 @@
+"""Concurrency (issue #28, item 4), embedded mode: readers on other threads see only
+committed epochs while the session ingests, subscribers miss and repeat none, writers on
+several threads take turns, and a second process is refused the state at once, told who
+holds it (``views.concurrency``, ``ivm.storage.state_lock``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import ivm
+from ivm.storage.state_lock import lock_path
+
+ROWS = 40
+EPOCHS = 200
+DDL = """
+    CREATE TABLE t (id BIGINT PRIMARY KEY, k BIGINT);
+    CREATE VIEW totals AS SELECT COUNT(*) AS n, SUM(k) AS total, MIN(k) AS lo, MAX(k) AS hi
+        FROM t;
+    CREATE VIEW by_k AS SELECT k, COUNT(*) AS n FROM t GROUP BY k;
+"""
+CONSISTENT = """
+    SELECT (SELECT COUNT(*) FROM t) AS rows, (SELECT SUM(k) FROM t) AS sum_k,
+           (SELECT MIN(k) FROM t) AS lo, (SELECT MAX(k) FROM t) AS hi,
+           (SELECT total FROM totals) AS total, (SELECT n FROM totals) AS n,
+           (SELECT list(n) FROM by_k) AS groups
+"""
+"""One statement over a table and its views: one snapshot of all three."""
+
+
+def epoch_batch(epoch: int) -> pa.Table:
+    """Epoch ``epoch``'s change: every row's k goes from ``epoch - 1`` to ``epoch``. After
+    it commits, t holds ROWS rows of k = epoch, and each view agrees."""
+    ids = list(range(ROWS))
+    if epoch == 1:
+        return pa.table({"id": ids, "k": [1] * ROWS, "__w": [1] * ROWS})
+    return pa.table({"id": ids * 2, "k": [epoch - 1] * ROWS + [epoch] * ROWS,
+                     "__w": [-1] * ROWS + [1] * ROWS})
+
+
+def committed_epoch(read: dict[str, Any]) -> int:
+    """The epoch the one-statement read ``CONSISTENT`` shows; fails on a half-applied one."""
+    epoch = read["lo"]
+    assert read["rows"] == ROWS and read["hi"] == epoch, read  # t: one whole epoch
+    assert read["sum_k"] == read["total"] == ROWS * epoch, read  # totals agrees with t
+    assert read["n"] == ROWS and read["groups"] == [ROWS], read  # and by_k
+    return int(epoch)
+
+
+class Readers:
+    """Threads reading ``db`` in a loop until stopped, each checking every read."""
+
+    def __init__(self, db: ivm.Session) -> None:
+        self.db = db
+        self.stop = threading.Event()
+        self.errors: list[BaseException] = []
+        self.seen: dict[str, list[int]] = {}
+        self.threads = [threading.Thread(target=self._loop, args=(name, read), daemon=True)
+                        for name, read in (("sql", self._sql), ("read", self._read),
+                                           ("table", self._table))]
+
+    def _sql(self) -> int:
+        return committed_epoch(self.db.sql(CONSISTENT).to_pylist()[0])
+
+    def _read(self) -> int:
+        (row,) = self.db.read("totals").to_pylist()
+        assert row["n"] == ROWS and row["lo"] == row["hi"], row
+        assert row["total"] == ROWS * row["lo"], row
+        return int(row["lo"])
+
+    def _table(self) -> int:
+        values = Counter(self.db.read("t").column("k").to_pylist())
+        assert len(values) == 1 and sum(values.values()) == ROWS, values
+        return int(next(iter(values)))
+
+    def _loop(self, name: str, read: Callable[[], int]) -> None:
+        seen = self.seen.setdefault(name, [])
+        try:
+            while not self.stop.is_set():
+                seen.append(read())
+                time.sleep(0.0005)  # the ingest thread gets the interpreter too
+        except BaseException as error:  # noqa: BLE001 - reported by check()
+            self.errors.append(error)
+
+    def start(self) -> None:
+        for thread in self.threads:
+            thread.start()
+
+    def wait_for_reads(self, counts: dict[str, int]) -> None:
+        """Until every reader read again since ``counts`` (or failed)."""
+        deadline = time.monotonic() + 60
+        while not self.errors and time.monotonic() < deadline and any(
+            len(self.seen.get(n, [])) <= counts.get(n, 0) for n in ("sql", "read", "table")
+        ):
+            time.sleep(0.001)
+
+    def check(self, last: int) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(timeout=60)
+        assert not self.errors, self.errors[0]
+        for name, epochs in self.seen.items():
+            assert epochs == sorted(epochs), f"{name}: an older epoch after a newer one"
+            assert set(epochs) <= set(range(1, last + 1)), name
+            assert len(set(epochs)) > 1, f"{name} read during one epoch only"
+
+
+def test_readers_on_other_threads_see_only_committed_epochs(tmp_path: Path) -> None:
+    with ivm.connect(tmp_path / "state") as db:
+        db.execute(DDL)
+        db.ingest("t", epoch_batch(1))
+        readers = Readers(db)
+        readers.start()
+        for epoch in range(2, EPOCHS + 1):
+            if epoch % 20 == 0:  # every reader has read among these epochs, at least
+                readers.wait_for_reads({n: len(s) for n, s in readers.seen.items()})
+            db.ingest("t", epoch_batch(epoch))
+        readers.check(EPOCHS)
+        assert committed_epoch(db.sql(CONSISTENT).to_pylist()[0]) == EPOCHS == db.epoch
+
+
+def test_subscribers_from_other_threads_miss_and_repeat_no_epoch() -> None:
+    with ivm.connect() as db:
+        db.execute(DDL)
+        db.ingest("t", epoch_batch(1))
+        feeds: list[list[tuple[int, pa.Table]]] = []
+        errors: list[BaseException] = []
+        done = threading.Event()
+
+        def subscribe() -> None:
+            try:
+                while not done.is_set() and len(feeds) < 40:
+                    feed: list[tuple[int, pa.Table]] = []
+                    db.subscribe("by_k", lambda e, d, feed=feed: feed.append((e, d)))
+                    feeds.append(feed)
+                    time.sleep(0.002)
+            except BaseException as error:  # noqa: BLE001 - reported below
+                errors.append(error)
+
+        thread = threading.Thread(target=subscribe, daemon=True)
+        thread.start()
+        for epoch in range(2, 121):
+            db.ingest("t", epoch_batch(epoch))
+        done.set()
+        thread.join(timeout=60)
+        assert not errors, errors[0]
+        assert len(feeds) > 1
+        final = Counter({(r["k"],): r["n"] for r in db.read("by_k").to_pylist()})
+        for feed in feeds:
+            epochs = [e for e, _ in feed]
+            assert epochs == list(range(epochs[0], db.epoch + 1)), epochs  # each once, in turn
+            contents: Counter[tuple[int, ...]] = Counter()
+            for _, delta in feed:
+                for row in delta.to_pylist():
+                    contents[(row["k"],)] += row["n"] * row["__w"]
+            assert +contents == final, epochs[0]  # snapshot + deltas = the contents
+
+
+def test_writers_on_several_threads_take_turns() -> None:
+    with ivm.connect() as db:
+        db.execute("CREATE TABLE w (id BIGINT PRIMARY KEY, who VARCHAR);"
+                   "CREATE VIEW per AS SELECT who, COUNT(*) AS n FROM w GROUP BY who")
+        errors: list[BaseException] = []
+
+        def write(who: str, first: int) -> None:
+            try:
+                for i in range(30):
+                    db.ingest("w", [{"id": first + i, "who": who}])
+                    db.explain("per", analyze=True)  # the connection's other users wait too
+                    db.stats()
+            except BaseException as error:  # noqa: BLE001 - reported below
+                errors.append(error)
+
+        threads = [threading.Thread(target=write, args=(w, 1000 * n))
+                   for n, w in enumerate(("a", "b", "c"))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        assert not errors, errors[0]
+        assert db.epoch == 90
+        assert sorted(db.read("per").to_pylist(), key=str) == [
+            {"who": w, "n": 30} for w in ("a", "b", "c")]
+
+
+CHILD = """
+import json, sys
+import ivm
+try:
+    db = ivm.connect(sys.argv[1], **json.loads(sys.argv[2]))
+except ivm.StateError as error:
+    print(json.dumps({"error": type(error).__name__, "message": str(error)}))
+else:
+    print(json.dumps({"error": None}))
+    if len(sys.argv) > 3:  # hold it until killed
+        sys.stdout.flush()
+        import time
+        time.sleep(600)
+"""
+
+
+def second_process(state: Path, **options: Any) -> dict[str, Any]:
+    """What a second process opening ``state`` is told."""
+    done = subprocess.run([sys.executable, "-c", CHILD, str(state), json.dumps(options)],
+                          capture_output=True, text=True, timeout=120, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_second_process_is_refused_at_once_naming_the_holder(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    with ivm.connect(state) as db:
+        db.execute(DDL)
+        db.ingest("t", epoch_batch(1))
+        told = second_process(state)
+        assert told["error"] == "StateError", told
+        message = told["message"]
+        assert f"in use by process {os.getpid()} on this host" in message, message
+        assert os.path.basename(sys.executable) in message  # the holder's command line
+        assert db.epoch == 1 and db.read("totals").num_rows == 1  # the holder goes on
+        db.ingest("t", epoch_batch(2))
+    assert not lock_path(state / "ivm.duckdb").exists()  # a clean close leaves no lock
+    assert second_process(state)["error"] is None  # free once closed
+
+
+def test_a_killed_holder_leaves_the_state_free(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    with ivm.connect(state) as db:
+        db.execute(DDL)
+        db.ingest("t", epoch_batch(1))
+    holder = subprocess.Popen([sys.executable, "-c", CHILD, str(state), "{}", "hold"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None
+        assert json.loads(holder.stdout.readline())["error"] is None  # it holds the state
+        with pytest.raises(ivm.StateError, match=f"process {holder.pid} on"):
+            ivm.connect(state)
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=60)
+    finally:
+        holder.kill()
+    with ivm.connect(state) as db:  # its lock died with it
+        assert db.epoch == 1 and db.read("totals").to_pylist()[0]["total"] == ROWS
+        assert json.loads(lock_path(state / "ivm.duckdb").read_text())["pid"] == os.getpid()
+        assert socket.gethostname() in lock_path(state / "ivm.duckdb").read_text()

@@ -1,0 +1,221 @@
+"""The session's memory limit, and failures for memory in the user's terms.
+
+``ivm.connect(..., memory_limit=...)`` and the settable ``db.memory_limit`` give the
+session a ``MemoryBudget`` (``ivm.storage.memory``: how the limit is shared between
+DuckDB and the state ivm holds in memory). This module is what the session does with it:
+
+* ``held_bytes``: what the session holds in memory between statements (arrangements,
+  row indexes, the deltas kept for replays of ``ingest(..., epoch=N)``);
+* ``check_batches`` before an epoch runs and ``check_changes`` before it commits: the
+  memory that cannot spill (a batch's hashes and index entries; each view's change,
+  fetched into Arrow once the epoch commits) must fit, else ``ResourceError`` naming the
+  table or view, and nothing is applied;
+* ``as_resource``: an error whose cause is DuckDB's ``OutOfMemoryException`` or Python's
+  ``MemoryError`` (or, in Spark mode, a task's, which arrives as text) becomes a
+  ``ResourceError`` saying which table or view ran out, during what, and the limit. The
+  epoch's transaction has rolled back by then, Spark's partitions with it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+import pyarrow as pa
+
+from ivm.errors import IvmError, ResourceError
+from ivm.storage.memory import (
+    APPLY_BYTES_PER_ROW,
+    MemoryBudget,
+    rows_bytes,
+    variable_bytes_sql,
+    width,
+)
+
+if TYPE_CHECKING:
+    from ivm.views.session import Session
+
+ROW_INDEX_BYTES = 24
+"""Bytes a row index holds per live row (``ivm.execution.row_index``)."""
+MEASURE_SHARE = 64
+"""A change whose lower-bound size passes 1/MEASURE_SHARE of the limit has its strings
+measured (one statement); smaller ones are not worth a statement."""
+
+APPLY_ADVICE = "nothing was applied: apply it in smaller batches, or raise memory_limit"
+READ_ADVICE = "read less at a time, or raise memory_limit"
+
+_PHASES = {
+    "batches": "reading its batch",
+    "checks": "checking its batch against the stored rows",
+    "views": "computing the views' changes",
+    "state appends": "appending the epoch's rows to the state",
+    "commit": "committing",
+}
+_SPARK_MEMORY = re.compile(r"Out of Memory Error|OutOfMemory(?:Exception|Error)|\bMemoryError\b")
+_DUCKDB_ADVICE = re.compile(r"\s*(?:Possible solutions:|Database is launched|See also).*", re.S)
+
+
+def memory_limit_property() -> property:
+    """``Session.memory_limit``: bytes the session may use (settable, as ``connect``'s)."""
+
+    def get(session: Session) -> int:
+        return session._budget.limit
+
+    def set_(session: Session, limit: int | str) -> None:
+        session._check_open()
+        budget = MemoryBudget(limit)
+        budget.held = session._budget.held
+        session._budget = session._arrangements.budget = budget
+        budget.settle(session._con)
+
+    return property(get, set_, doc=(  # type: ignore[arg-type]
+        "The memory the session may use, in bytes (DuckDB and the state ivm keeps in "
+        "memory together): ivm.connect(..., memory_limit=) or its default, half of the "
+        "machine's memory. Settable, in bytes or as '4GB'; past it an epoch fails with "
+        "ivm.ResourceError and applies nothing."))
+
+
+def settle(session: Session) -> None:
+    """Before an epoch or a DDL script: the state brought within its share (arrangements
+    dropped, the largest first), then DuckDB given what it leaves."""
+    session._arrangements.fit()
+    session._budget.settle(session._con)
+
+
+def held_bytes(session: Session) -> int:
+    """The bytes the session's in-memory state holds now."""
+    arranged = session._arrangements.nbytes()
+    indexes = ROW_INDEX_BYTES * sum(len(index) for index in session._row_indexes.values())
+    return arranged + indexes + session._ledger.nbytes()
+
+
+def check_batches(session: Session, batches: Mapping[str, Any]) -> None:
+    """ResourceError, before anything runs, unless an epoch's batches (Arrow) fit beside
+    what the session holds: each batch, and ``APPLY_BYTES_PER_ROW`` bytes a row."""
+    tables = [(name, b) for name, b in batches.items() if isinstance(b, pa.Table)]
+    rows = sum(b.num_rows for _, b in tables)
+    need = sum(b.nbytes for _, b in tables) + APPLY_BYTES_PER_ROW * rows
+    if tables and rows:
+        what = f"{_tables_text(n for n, _ in tables)}: the batch ({rows:,} rows)"
+        session._budget.require(need, what)
+
+
+def check_changes(session: Session, changed: Mapping[str, str]) -> None:
+    """Inside the epoch's transaction: ResourceError unless every changed view's change
+    (``changed``: their scratch tables) fits in memory when fetched after the commit,
+    naming the view with the largest."""
+    budget = session._budget
+    sizes: dict[str, int] = {}
+    for view, scratch in changed.items():
+        columns = [(c.name, c.type) for c in session._views[view].schema.columns]
+        rows = session._changed_rows.get(view, 0)
+        sizes[view] = rows_bytes(rows, columns)
+        if sizes[view] * MEASURE_SHARE > budget.limit:
+            sizes[view] = _measured(session._con, scratch, rows, columns)
+    if not sizes:
+        return
+    largest = max(sizes, key=sizes.__getitem__)
+    total = sum(sizes.values())
+    others = " with the other views' changes" if total > 1.1 * sizes[largest] else ""
+    rows = session._changed_rows.get(largest, 0)
+    budget.require(
+        total, f"view {largest!r}: its change in this epoch ({rows:,} rows), which ingest "
+        f"fetches to return it{others},",
+    )
+
+
+def _measured(con: duckdb.DuckDBPyConnection, scratch: str, rows: int,
+              columns: list[tuple[str, str]]) -> int:
+    """The Arrow bytes of a change's ``rows`` rows in ``scratch``, its strings measured."""
+    fixed = rows * sum(width(t) or 8 for _, t in columns)
+    variable = [(n, t) for n, t in columns if width(t) is None]
+    if not variable:
+        return fixed
+    lengths = " + ".join(variable_bytes_sql(n, t) for n, t in variable)
+    found = con.execute(f"SELECT {lengths} FROM {scratch}").fetchall()
+    return fixed + int(found[0][0] or 0)
+
+
+def memory_failure(error: BaseException | None) -> BaseException | None:
+    """The ``OutOfMemoryException`` or ``MemoryError`` behind ``error``, if one is."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, duckdb.OutOfMemoryException | MemoryError):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def as_resource(
+    error: BaseException, subject: str, budget: MemoryBudget, advice: str = APPLY_ADVICE
+) -> ResourceError | None:
+    """``error`` as the ResourceError it stands for (``subject``: what ran out, in the
+    user's terms: ``"view 'v' ran out of memory computing its change"``), or None."""
+    if isinstance(error, ResourceError) and not _bare(error):
+        return error
+    cause = memory_failure(error)
+    if cause is not None:
+        detail = _words(cause)
+    elif isinstance(error, IvmError) and _SPARK_MEMORY.search(str(error)):
+        detail = "a Spark task: " + _words(error)  # a task's error, arrived as text
+    else:
+        return None
+    return ResourceError(f"{subject}: {detail} ({budget.text()}); {advice}")
+
+
+def ingest_subject(tables: Iterable[str], phase: str) -> str:
+    """What ran out while an epoch applied ``tables``' batches, in ``phase`` (the last
+    phase the epoch's profile opened)."""
+    doing = _PHASES.get(phase, "applying its batch")
+    return f"ingest into {_tables_text(tables)} ran out of memory {doing}"
+
+
+def view_subject(view: str, filling: bool = False) -> str:
+    """What ran out while ``view`` computed its change (``filling``: its first contents)."""
+    doing = "filling it from the rows already there" if filling else "computing its change"
+    return f"view {view!r} ran out of memory {doing}"
+
+
+def task_subject(view: str | None, tables: Iterable[str]) -> str:
+    """What ran out in a Spark task of ``view``'s stages (None: a table's stage)."""
+    if view is not None:
+        return f"view {view!r} ran out of memory in a partition's task computing its change"
+    return f"ingest into {_tables_text(tables)} ran out of memory in a partition's task"
+
+
+def _tables_text(names: Iterable[str]) -> str:
+    listed = list(dict.fromkeys(names))
+    if len(listed) == 1:
+        return f"table {listed[0]!r}"
+    return "tables " + ", ".join(repr(n) for n in listed)
+
+
+def _bare(error: ResourceError) -> bool:
+    """Whether ``error`` is a DuckDB failure not yet put in the user's terms."""
+    return memory_failure(error.__cause__) is not None
+
+
+def _words(error: BaseException) -> str:
+    """What DuckDB (or Python) said, on one line, without its advice in DuckDB's terms."""
+    if isinstance(error, MemoryError) and not str(error):
+        return "Python could not allocate memory"
+    text = _DUCKDB_ADVICE.sub("", str(error))
+    text = re.sub(r"^.*?Out of Memory Error: ", "", " ".join(text.split()))
+    return text if isinstance(error, MemoryError) else f"DuckDB: {text}"
+
+
+__all__ = [
+    "as_resource",
+    "check_batches",
+    "check_changes",
+    "held_bytes",
+    "ingest_subject",
+    "memory_failure",
+    "memory_limit_property",
+    "settle",
+    "task_subject",
+    "view_subject",
+]
