@@ -20,6 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from oracle.spark import SPARK_PARTITIONS
 
 import ivm
 from ivm.storage.state_lock import lock_path
@@ -194,8 +195,11 @@ def test_writers_on_several_threads_take_turns() -> None:
 CHILD = """
 import json, sys
 import ivm
+options = json.loads(sys.argv[2])
+if options.pop("spark", False):  # Spark mode: refused before anything touches Spark
+    options["spark"] = object()
 try:
-    db = ivm.connect(sys.argv[1], **json.loads(sys.argv[2]))
+    db = ivm.connect(sys.argv[1], **options)
 except ivm.StateError as error:
     print(json.dumps({"error": type(error).__name__, "message": str(error)}))
 else:
@@ -250,3 +254,34 @@ def test_a_killed_holder_leaves_the_state_free(tmp_path: Path) -> None:
         assert db.epoch == 1 and db.read("totals").to_pylist()[0]["total"] == ROWS
         assert json.loads(lock_path(state / "ivm.duckdb").read_text())["pid"] == os.getpid()
         assert socket.gethostname() in lock_path(state / "ivm.duckdb").read_text()
+
+
+# -- Spark mode -------------------------------------------------------------------------------
+
+SPARK_EPOCHS = 6
+
+
+def test_spark_readers_wait_for_the_epoch_in_flight(spark: Any, tmp_path: Path) -> None:
+    """A Spark epoch's tasks write the partition files before the driver commits: reads
+    wait for it, and see only committed epochs."""
+    with ivm.connect(tmp_path / "state", spark=spark, partitions=SPARK_PARTITIONS) as db:
+        db.execute(DDL)
+        db.ingest("t", epoch_batch(1))
+        readers = Readers(db)
+        readers.start()
+        for epoch in range(2, SPARK_EPOCHS + 1):
+            readers.wait_for_reads({n: len(s) for n, s in readers.seen.items()})
+            db.ingest("t", epoch_batch(epoch))
+        readers.check(SPARK_EPOCHS)
+
+
+def test_a_second_process_is_refused_spark_held_state(spark: Any, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    with ivm.connect(state, spark=spark, partitions=SPARK_PARTITIONS) as db:
+        db.execute(DDL)
+        db.ingest("t", epoch_batch(1))
+        for options in ({}, {"spark": True}):
+            told = second_process(state, **options)
+            assert told["error"] == "StateError", told
+            assert f"in use by process {os.getpid()} on this host" in told["message"]
+        assert db.read("totals").to_pylist() == [{"n": ROWS, "total": ROWS, "squares": ROWS}]
