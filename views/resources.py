@@ -150,17 +150,21 @@ def memory_failure(error: BaseException | None) -> BaseException | None:
 
 
 def as_resource(
-    error: BaseException, subject: str, budget: MemoryBudget, advice: str = APPLY_ADVICE
+    error: BaseException, subject: str, budget: MemoryBudget, advice: str = APPLY_ADVICE,
+    text: str | None = None,
 ) -> ResourceError | None:
     """``error`` as the ResourceError it stands for (``subject``: what ran out, in the
-    user's terms: ``"view 'v' ran out of memory computing its change"``), or None."""
+    user's terms: ``"view 'v' ran out of memory computing its change"``), or None.
+    ``text``: a failed Spark job's whole text, searched for a task's memory failure
+    (which arrives as text: DuckDB's, Python's ``MemoryError``, the JVM's)."""
     if isinstance(error, ResourceError) and not _bare(error):
         return error
     cause = memory_failure(error)
+    searched = text if text is not None else str(error) if isinstance(error, IvmError) else ""
     if cause is not None:
         detail = _words(cause)
-    elif isinstance(error, IvmError) and _SPARK_MEMORY.search(str(error)):
-        detail = "a Spark task: " + _words(error)  # a task's error, arrived as text
+    elif _SPARK_MEMORY.search(searched):
+        detail = "a Spark task: " + _words(error)
     else:
         return None
     return ResourceError(f"{subject}: {detail} ({budget.text()}); {advice}")

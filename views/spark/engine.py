@@ -242,9 +242,8 @@ class SparkEngine:
         """The directory of table or view ``name`` (as the open transaction sees the catalog)."""
         s = self.session
         generation = s._catalog.sequence(name)
-        if name in s._tables:
-            return table_directory(self.root, name, generation)
-        return view_directory(self.root, name, generation)
+        made = table_directory if name in s._tables else view_directory
+        return made(self.root, name, generation)
 
     def _ticket(self, epoch: int, backfill: bool = False, upsert: bool = False) -> Ticket:
         """A ticket for a new ingest attempt (or backfill); only it may write from now on."""
@@ -321,7 +320,8 @@ class SparkEngine:
         except BaseException as error:
             translated = translate_error(error)
             view = failed_view(error)
-            resource = as_resource(translated or error, task_subject(view, frames), s._budget)
+            subject = task_subject(view, frames)
+            resource = as_resource(translated or error, subject, s._budget, text=str(error))
             if resource is not None:
                 raise resource from error
             if translated is None or isinstance(translated, StateError) or view is None:
