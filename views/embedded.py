@@ -46,6 +46,7 @@ from ivm.views.resources import (
     as_resource,
     check_batches,
     check_changes,
+    epoch_resource,
     ingest_subject,
     view_subject,
 )
@@ -217,7 +218,7 @@ class EmbeddedEngine:
             raise resource or s._explain_ingest(batches, upsert, failure) from failure.error
         except Exception as error:
             phase = next(reversed(s._profile.phases), "")
-            resource = as_resource(error, ingest_subject(batches, phase), s._budget)
+            resource = epoch_resource(s, error, ingest_subject(batches, phase))
             if resource is None or resource is error:
                 raise
             raise resource from error

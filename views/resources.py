@@ -170,6 +170,14 @@ def as_resource(
     return ResourceError(f"{subject}: {detail} ({budget.text()}); {advice}")
 
 
+def epoch_resource(session: Session, error: BaseException, subject: str) -> ResourceError | None:
+    """``as_resource`` for an epoch's failure, unless the epoch committed before it (its
+    number reached the session's): then it stands, and the failure is raised as it is."""
+    if session.epoch == session._profile.epoch:
+        return None
+    return as_resource(error, subject, session._budget)
+
+
 def ingest_subject(tables: Iterable[str], phase: str) -> str:
     """What ran out while an epoch applied ``tables``' batches, in ``phase`` (the last
     phase the epoch's profile opened)."""
@@ -215,6 +223,7 @@ __all__ = [
     "as_resource",
     "check_batches",
     "check_changes",
+    "epoch_resource",
     "held_bytes",
     "ingest_subject",
     "memory_failure",

@@ -69,7 +69,7 @@ from ivm.storage.sqltext import unquote
 from ivm.storage.traces import create_reader, create_trace
 from ivm.views.definitions import ViewDef
 from ivm.views.diagnose import named
-from ivm.views.resources import as_resource, task_subject, view_subject
+from ivm.views.resources import as_resource, epoch_resource, task_subject, view_subject
 from ivm.views.spark import reads
 from ivm.views.spark.batches import prepare
 from ivm.views.spark.quiet import quiet_tasks
@@ -285,8 +285,8 @@ class SparkEngine:
                 self.recover()
             except Exception as failure:  # noqa: BLE001 - the ingest's error is the one to raise
                 error.add_note(f"and rolling back its partitions failed: {failure}")
-            translated = translate_error(error) or as_resource(
-                error, task_subject(None, batches), s._budget)  # the driver's own memory
+            translated = translate_error(error) or epoch_resource(
+                s, error, task_subject(None, batches))  # the driver's own memory
             if translated is not None and translated is not error:
                 raise translated from error
             raise
