@@ -68,7 +68,7 @@ def memory_limit_property() -> property:
         budget = MemoryBudget(limit)
         budget.held = session._budget.held
         session._budget = session._arrangements.budget = budget
-        budget.settle(session._con)
+        settle(session)  # within the new limit at once, not at the next epoch
 
     return property(get, set_, doc=(  # type: ignore[arg-type]
         "The memory the session may use, in bytes (DuckDB and the state ivm keeps in "
