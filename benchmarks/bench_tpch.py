@@ -417,8 +417,8 @@ def main() -> None:
     )
     parser.add_argument("--scratch", help="directory for --on-disk's files (default: temp)")
     parser.add_argument(
-        "--memory-limit", default="5GB", help="DuckDB's memory_limit for ivm and the replica "
-        "with --on-disk (default 5GB each)",
+        "--memory-limit", default="5GB", help="ivm's memory_limit (its DuckDB and its "
+        "arrangements) and the replica's DuckDB's, with --on-disk (default 5GB each)",
     )
     args = parser.parse_args()
     console = Console(width=None if sys.stdout.isatty() else 140)
@@ -441,9 +441,8 @@ def main() -> None:
             del data
         else:
             limit = {"memory_limit": args.memory_limit}
-            db = ivm.connect(scratch / "ivm")
-            # ivm has no memory limit of its own yet: its DuckDB's, so that the two fit
-            db._con.execute(f"SET memory_limit = '{args.memory_limit}'")
+            # ivm's limit holds its DuckDB and its arrangements together, so the two fit
+            db = ivm.connect(scratch / "ivm", memory_limit=args.memory_limit)
             db.execute(ddl(lineitem_key=not args.no_lineitem_key))
             replica = duckdb.connect(str(scratch / "replica.duckdb"), config=limit)
             streamed_load(console, db, replica, folder)

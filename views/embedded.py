@@ -46,6 +46,7 @@ from ivm.views.resources import (
     as_resource,
     check_batches,
     check_changes,
+    epoch_resource,
     ingest_subject,
     view_subject,
 )
@@ -220,7 +221,7 @@ class EmbeddedEngine:
             if s._catalog.epoch != before:  # committed: an action after the commit failed,
                 raise  # and the epoch stands (never "nothing was applied")
             phase = next(reversed(s._profile.phases), "")
-            resource = as_resource(error, ingest_subject(batches, phase), s._budget)
+            resource = epoch_resource(s, error, ingest_subject(batches, phase))
             if resource is None or resource is error:
                 raise
             raise resource from error

@@ -34,6 +34,7 @@ class EpochLedger:
     def __init__(self, kept: int = KEPT_EPOCHS) -> None:
         self.kept = kept
         self._deltas: OrderedDict[int, dict[str, pa.Table]] = OrderedDict()
+        self._bytes: dict[int, int] = {}  # each kept epoch's deltas' bytes
 
     def replay(self, epoch: int | None, current: int) -> dict[str, pa.Table] | None:
         """None when the batch is to be applied; else the deltas of the epoch it repeats.
@@ -66,13 +67,16 @@ class EpochLedger:
     def applied(self, epoch: int, deltas: dict[str, pa.Table]) -> None:
         """Keep ``deltas`` as epoch ``epoch``'s, forgetting the oldest beyond ``kept``."""
         self._deltas[epoch] = dict(deltas)
+        self._bytes[epoch] = sum(t.nbytes for t in deltas.values())
         while len(self._deltas) > self.kept:
-            self._deltas.popitem(last=False)
+            oldest, _ = self._deltas.popitem(last=False)
+            self._bytes.pop(oldest, None)
 
     def nbytes(self) -> int:
         """The bytes the kept deltas hold (counted against the session's memory limit)."""
-        return sum(t.nbytes for deltas in self._deltas.values() for t in deltas.values())
+        return sum(self._bytes.values())
 
     def forget(self) -> None:
         """Forget every kept delta (the views they name changed)."""
         self._deltas.clear()
+        self._bytes.clear()

@@ -46,6 +46,7 @@ from ivm.views.resources import (
     as_resource,
     check_batches,
     check_changes,
+    epoch_resource,
     ingest_subject,
     view_subject,
 )
@@ -110,7 +111,7 @@ def load_stream(
         raise resource or failure.error from failure.error.__cause__
     except (IvmError, MemoryError) as error:
         phase = next(reversed(profile.phases), "")
-        resource = as_resource(error, ingest_subject([name], phase), session._budget)
+        resource = epoch_resource(session, error, ingest_subject([name], phase))
         if resource is None or resource is error:
             raise
         raise resource from error
@@ -126,7 +127,7 @@ def chunk_rows(session: Session, table: str) -> int:
     columns = [(c.name, c.type) for c in session._tables[table].schema.columns]
     per_row = rows_bytes(1, columns) + APPLY_BYTES_PER_ROW
     room = max(budget.limit - budget.held(), 0) // 4
-    return max(MIN_CHUNK_ROWS, min(CHUNK_ROWS, room // per_row))
+    return max(min(MIN_CHUNK_ROWS, CHUNK_ROWS), min(CHUNK_ROWS, room // per_row))
 
 
 def _forget_memory(session: Session) -> None:

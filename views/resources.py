@@ -68,7 +68,7 @@ def memory_limit_property() -> property:
         budget = MemoryBudget(limit)
         budget.held = session._budget.held
         session._budget = session._arrangements.budget = budget
-        budget.settle(session._con)
+        settle(session)  # within the new limit at once, not at the next epoch
 
     return property(get, set_, doc=(  # type: ignore[arg-type]
         "The memory the session may use, in bytes (DuckDB and the state ivm keeps in "
@@ -150,20 +150,32 @@ def memory_failure(error: BaseException | None) -> BaseException | None:
 
 
 def as_resource(
-    error: BaseException, subject: str, budget: MemoryBudget, advice: str = APPLY_ADVICE
+    error: BaseException, subject: str, budget: MemoryBudget, advice: str = APPLY_ADVICE,
+    text: str | None = None,
 ) -> ResourceError | None:
     """``error`` as the ResourceError it stands for (``subject``: what ran out, in the
-    user's terms: ``"view 'v' ran out of memory computing its change"``), or None."""
+    user's terms: ``"view 'v' ran out of memory computing its change"``), or None.
+    ``text``: a failed Spark job's whole text, searched for a task's memory failure
+    (which arrives as text: DuckDB's, Python's ``MemoryError``, the JVM's)."""
     if isinstance(error, ResourceError) and not _bare(error):
         return error
     cause = memory_failure(error)
+    searched = text if text is not None else str(error) if isinstance(error, IvmError) else ""
     if cause is not None:
         detail = _words(cause)
-    elif isinstance(error, IvmError) and _SPARK_MEMORY.search(str(error)):
-        detail = "a Spark task: " + _words(error)  # a task's error, arrived as text
+    elif _SPARK_MEMORY.search(searched):
+        detail = "a Spark task: " + _words(error)
     else:
         return None
     return ResourceError(f"{subject}: {detail} ({budget.text()}); {advice}")
+
+
+def epoch_resource(session: Session, error: BaseException, subject: str) -> ResourceError | None:
+    """``as_resource`` for an epoch's failure, unless the epoch committed before it (its
+    number reached the session's): then it stands, and the failure is raised as it is."""
+    if session.epoch == session._profile.epoch:
+        return None
+    return as_resource(error, subject, session._budget)
 
 
 def ingest_subject(tables: Iterable[str], phase: str) -> str:
@@ -211,6 +223,7 @@ __all__ = [
     "as_resource",
     "check_batches",
     "check_changes",
+    "epoch_resource",
     "held_bytes",
     "ingest_subject",
     "memory_failure",

@@ -51,8 +51,10 @@ class BoundedArrangements(Arrangements):
         wanted = list(dict.fromkeys([*at.columns, *reads])) if reads is not None else None
         if not self._affordable(table, at.columns, wanted):
             return self._read_through(table, at, live, wanted, reads), True
+        grows = self._grows(table, at.columns, wanted)
         found = super().lookup(table, at, live, reader, reads)
-        self._shed(table, at.columns)
+        if grows:
+            self._shed(table, at.columns)
         return found
 
     def lookup_hashed(
@@ -62,8 +64,10 @@ class BoundedArrangements(Arrangements):
         """As ``Arrangements.lookup_hashed``; None when the budget has no room."""
         if not self._affordable(table, columns, None):
             return None
+        grows = self._grows(table, columns, None)
         found = super().lookup_hashed(table, columns, keys, hashes, reader)
-        self._shed(table, columns)
+        if grows:
+            self._shed(table, columns)
         return found
 
     def _hold(self, table: str, key: tuple[str, ...], rows: _Unmerged) -> None:
@@ -129,6 +133,15 @@ class BoundedArrangements(Arrangements):
                 return
             _, table, key = max(sizes)
             self._drop(table, key)
+
+    def _grows(self, table: str, key: tuple[str, ...], wanted: Sequence[str] | None) -> bool:
+        """Whether a lookup will build ``table``'s arrangement by ``key`` or merge rows
+        into it (else what it holds stays as it is: no need to look at the budget)."""
+        held = self._arranged.get(table, {}).get(key)
+        names = wanted or [n for n, _ in self.columns(table)]
+        if held is None or not set(names) <= set(held.schema.names):
+            return True
+        return bool(self._unmerged.get((table, key)))
 
     def _shed(self, table: str, key: tuple[str, ...]) -> None:
         """Drop ``table``'s arrangement by ``key`` (and the rows held for it) if the state

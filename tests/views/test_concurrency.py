@@ -20,6 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from oracle.spark import SPARK_PARTITIONS
 
 import ivm
 from ivm.storage.state_lock import lock_path
@@ -28,15 +29,14 @@ ROWS = 40
 EPOCHS = 200
 DDL = """
     CREATE TABLE t (id BIGINT PRIMARY KEY, k BIGINT);
-    CREATE VIEW totals AS SELECT COUNT(*) AS n, SUM(k) AS total, MIN(k) AS lo, MAX(k) AS hi
-        FROM t;
+    CREATE VIEW totals AS SELECT COUNT(*) AS n, SUM(k) AS total, SUM(k * k) AS squares FROM t;
     CREATE VIEW by_k AS SELECT k, COUNT(*) AS n FROM t GROUP BY k;
 """
 CONSISTENT = """
     SELECT (SELECT COUNT(*) FROM t) AS rows, (SELECT SUM(k) FROM t) AS sum_k,
            (SELECT MIN(k) FROM t) AS lo, (SELECT MAX(k) FROM t) AS hi,
-           (SELECT total FROM totals) AS total, (SELECT n FROM totals) AS n,
-           (SELECT list(n) FROM by_k) AS groups
+           (SELECT total FROM totals) AS total, (SELECT squares FROM totals) AS squares,
+           (SELECT n FROM totals) AS n, (SELECT list(n) FROM by_k) AS groups
 """
 """One statement over a table and its views: one snapshot of all three."""
 
@@ -56,7 +56,8 @@ def committed_epoch(read: dict[str, Any]) -> int:
     epoch = read["lo"]
     assert read["rows"] == ROWS and read["hi"] == epoch, read  # t: one whole epoch
     assert read["sum_k"] == read["total"] == ROWS * epoch, read  # totals agrees with t
-    assert read["n"] == ROWS and read["groups"] == [ROWS], read  # and by_k
+    assert read["squares"] == ROWS * epoch**2 and read["n"] == ROWS, read
+    assert read["groups"] == [ROWS], read  # and by_k
     return int(epoch)
 
 
@@ -69,29 +70,24 @@ class Readers:
         self.errors: list[BaseException] = []
         self.seen: dict[str, list[int]] = {}
         self.threads = [threading.Thread(target=self._loop, args=(name, read), daemon=True)
-                        for name, read in (("sql", self._sql), ("read", self._read),
-                                           ("table", self._table))]
+                        for name, read in (("sql", self._sql), ("read", self._read))]
 
     def _sql(self) -> int:
         return committed_epoch(self.db.sql(CONSISTENT).to_pylist()[0])
 
     def _read(self) -> int:
         (row,) = self.db.read("totals").to_pylist()
-        assert row["n"] == ROWS and row["lo"] == row["hi"], row
-        assert row["total"] == ROWS * row["lo"], row
-        return int(row["lo"])
-
-    def _table(self) -> int:
-        values = Counter(self.db.read("t").column("k").to_pylist())
-        assert len(values) == 1 and sum(values.values()) == ROWS, values
-        return int(next(iter(values)))
+        epoch = row["total"] // ROWS  # n copies of one k: n·k, n·k² (and n·Σk² = (Σk)² so)
+        assert row["n"] == ROWS and row["total"] == ROWS * epoch, row
+        assert row["squares"] == ROWS * epoch**2, row
+        return int(epoch)
 
     def _loop(self, name: str, read: Callable[[], int]) -> None:
         seen = self.seen.setdefault(name, [])
         try:
             while not self.stop.is_set():
                 seen.append(read())
-                time.sleep(0.0005)  # the ingest thread gets the interpreter too
+                time.sleep(0.01)  # the ingest thread gets the interpreter and cores too
         except BaseException as error:  # noqa: BLE001 - reported by check()
             self.errors.append(error)
 
@@ -103,7 +99,7 @@ class Readers:
         """Until every reader read again since ``counts`` (or failed)."""
         deadline = time.monotonic() + 60
         while not self.errors and time.monotonic() < deadline and any(
-            len(self.seen.get(n, [])) <= counts.get(n, 0) for n in ("sql", "read", "table")
+            len(self.seen.get(n, [])) <= counts.get(n, 0) for n in ("sql", "read")
         ):
             time.sleep(0.001)
 
@@ -146,13 +142,13 @@ def test_subscribers_from_other_threads_miss_and_repeat_no_epoch() -> None:
                     feed: list[tuple[int, pa.Table]] = []
                     db.subscribe("by_k", lambda e, d, feed=feed: feed.append((e, d)))
                     feeds.append(feed)
-                    time.sleep(0.002)
+                    time.sleep(0.005)
             except BaseException as error:  # noqa: BLE001 - reported below
                 errors.append(error)
 
         thread = threading.Thread(target=subscribe, daemon=True)
         thread.start()
-        for epoch in range(2, 121):
+        for epoch in range(2, 81):
             db.ingest("t", epoch_batch(epoch))
         done.set()
         thread.join(timeout=60)
@@ -199,8 +195,11 @@ def test_writers_on_several_threads_take_turns() -> None:
 CHILD = """
 import json, sys
 import ivm
+options = json.loads(sys.argv[2])
+if options.pop("spark", False):  # Spark mode: refused before anything touches Spark
+    options["spark"] = object()
 try:
-    db = ivm.connect(sys.argv[1], **json.loads(sys.argv[2]))
+    db = ivm.connect(sys.argv[1], **options)
 except ivm.StateError as error:
     print(json.dumps({"error": type(error).__name__, "message": str(error)}))
 else:
@@ -255,3 +254,34 @@ def test_a_killed_holder_leaves_the_state_free(tmp_path: Path) -> None:
         assert db.epoch == 1 and db.read("totals").to_pylist()[0]["total"] == ROWS
         assert json.loads(lock_path(state / "ivm.duckdb").read_text())["pid"] == os.getpid()
         assert socket.gethostname() in lock_path(state / "ivm.duckdb").read_text()
+
+
+# -- Spark mode -------------------------------------------------------------------------------
+
+SPARK_EPOCHS = 6
+
+
+def test_spark_readers_wait_for_the_epoch_in_flight(spark: Any, tmp_path: Path) -> None:
+    """A Spark epoch's tasks write the partition files before the driver commits: reads
+    wait for it, and see only committed epochs."""
+    with ivm.connect(tmp_path / "state", spark=spark, partitions=SPARK_PARTITIONS) as db:
+        db.execute(DDL)
+        db.ingest("t", epoch_batch(1))
+        readers = Readers(db)
+        readers.start()
+        for epoch in range(2, SPARK_EPOCHS + 1):
+            readers.wait_for_reads({n: len(s) for n, s in readers.seen.items()})
+            db.ingest("t", epoch_batch(epoch))
+        readers.check(SPARK_EPOCHS)
+
+
+def test_a_second_process_is_refused_spark_held_state(spark: Any, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    with ivm.connect(state, spark=spark, partitions=SPARK_PARTITIONS) as db:
+        db.execute(DDL)
+        db.ingest("t", epoch_batch(1))
+        for options in ({}, {"spark": True}):
+            told = second_process(state, **options)
+            assert told["error"] == "StateError", told
+            assert f"in use by process {os.getpid()} on this host" in told["message"]
+        assert db.read("totals").to_pylist() == [{"n": ROWS, "total": ROWS, "squares": ROWS}]

@@ -6,12 +6,14 @@ exact (``views.resources``, ``ivm.storage.memory``, ``ivm.execution.bounded_arra
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pytest
 from bad_input.unchanged import assert_unchanged, assert_views_recompute, capture
 from oracle.harness import Epoch, Harness
+from oracle.spark import SPARK_PARTITIONS
 
 import ivm
 from ivm.storage.memory import default_limit
@@ -201,5 +203,35 @@ def test_a_streamed_load_is_cut_in_chunks_the_limit_holds() -> None:
         db.memory_limit = "1GB"
         assert_views_recompute(db)
         assert db.sql("SELECT COUNT(*) AS n FROM t").column("n")[0].as_py() == 302_000
+    finally:
+        harness.close()
+
+
+# -- Spark mode -------------------------------------------------------------------------------
+
+
+def test_a_partition_task_out_of_memory_is_a_resource_error_and_applies_nothing(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Each partition task's DuckDB gets the session's limit; a task that runs out fails
+    the epoch on the driver as a ResourceError naming the view, every partition is rolled
+    back, and the next epoch is exact."""
+    connect = lambda: ivm.connect(  # noqa: E731
+        tmp_path / "state", spark=spark, partitions=SPARK_PARTITIONS)
+    harness = Harness(TABLE, connect=connect)
+    try:
+        harness.apply(Epoch.of({"t": [("insert", (i, i % 100, f"v{i}")) for i in range(500)]}))
+        harness.create_views({"texts": TEXTS.split(" AS ", 1)[1]})
+        db = harness.db
+        before = capture(db)
+        db.memory_limit = "4MB"
+        with pytest.raises(ivm.ResourceError) as raised:
+            db.ingest("t", batch(10_000, 3000, group=7, text="z" * 200))
+        text = str(raised.value)
+        assert "view 'texts' ran out of memory in a partition's task" in text, text
+        assert "memory limit of 4.0 MB" in text and "DuckDB: " in text
+        db.memory_limit = "1GB"
+        assert_unchanged(db, before)
+        then_exact(harness, 20_000)
     finally:
         harness.close()

@@ -69,7 +69,7 @@ from ivm.storage.sqltext import unquote
 from ivm.storage.traces import create_reader, create_trace
 from ivm.views.definitions import ViewDef
 from ivm.views.diagnose import named
-from ivm.views.resources import as_resource, task_subject, view_subject
+from ivm.views.resources import as_resource, epoch_resource, task_subject, view_subject
 from ivm.views.spark import reads
 from ivm.views.spark.batches import prepare
 from ivm.views.spark.quiet import quiet_tasks
@@ -242,9 +242,8 @@ class SparkEngine:
         """The directory of table or view ``name`` (as the open transaction sees the catalog)."""
         s = self.session
         generation = s._catalog.sequence(name)
-        if name in s._tables:
-            return table_directory(self.root, name, generation)
-        return view_directory(self.root, name, generation)
+        made = table_directory if name in s._tables else view_directory
+        return made(self.root, name, generation)
 
     def _ticket(self, epoch: int, backfill: bool = False, upsert: bool = False) -> Ticket:
         """A ticket for a new ingest attempt (or backfill); only it may write from now on."""
@@ -286,8 +285,8 @@ class SparkEngine:
                 self.recover()
             except Exception as failure:  # noqa: BLE001 - the ingest's error is the one to raise
                 error.add_note(f"and rolling back its partitions failed: {failure}")
-            translated = translate_error(error) or as_resource(
-                error, task_subject(None, batches), s._budget)  # the driver's own memory
+            translated = translate_error(error) or epoch_resource(
+                s, error, task_subject(None, batches))  # the driver's own memory
             if translated is not None and translated is not error:
                 raise translated from error
             raise
@@ -321,7 +320,8 @@ class SparkEngine:
         except BaseException as error:
             translated = translate_error(error)
             view = failed_view(error)
-            resource = as_resource(translated or error, task_subject(view, frames), s._budget)
+            subject = task_subject(view, frames)
+            resource = as_resource(translated or error, subject, s._budget, text=str(error))
             if resource is not None:
                 raise resource from error
             if translated is None or isinstance(translated, StateError) or view is None:

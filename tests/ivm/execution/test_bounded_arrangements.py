@@ -53,23 +53,33 @@ def test_a_lookup_without_room_answers_as_the_arrangement_would(
     assert tight.lookup_hashed("t", ("k",), None, np.zeros(0, np.uint64)) is None  # type: ignore[arg-type]
 
 
-def test_a_lookup_that_takes_the_state_past_its_share_drops_the_arrangement(
-    con: duckdb.DuckDBPyConnection,
-) -> None:
+def appended(arrangements: BoundedArrangements, rows: str) -> None:
+    """Rows appended to ``t`` by an epoch that commits (held for its arrangements)."""
+    with arrangements.exporting():
+        arrangements.append("t", rows)
+    arrangements.committed()
+
+
+def test_growing_past_the_share_drops_the_arrangement(con: duckdb.DuckDBPyConnection) -> None:
     held = [0]
     made = MemoryBudget("1MB")
     made.held = lambda: held[0]
     arrangements = BoundedArrangements(con, made)
-    first = rows(arrangements.lookup("t", KEYS, True))
+    arrangements.lookup("t", KEYS, True)
+    appended(arrangements, "SELECT 3::BIGINT, 'g', 1::BIGINT")  # held for the next read
     assert arrangements.nbytes() > 0
-    held[0] = 600_000  # past the state's half of 1 MB
-    assert rows(arrangements.lookup("t", KEYS, True)) == first  # answered, then dropped
+    held[0] = 600_000  # past the state's half of 1 MB: merging at this read drops it
+    expected = rows(BoundedArrangements(con, MemoryBudget("1GB")).lookup("t", KEYS, True))
+    assert (3, "g", 1) in expected  # the row appended
+    assert rows(arrangements.lookup("t", KEYS, True)) == expected
     assert arrangements.nbytes() == 0
-    assert rows(arrangements.lookup("t", KEYS, True)) == first  # from the table now
-    assert arrangements.nbytes() == 0
+    assert rows(arrangements.lookup("t", KEYS, True)) == expected  # from the table now
     held[0] = 0  # room again: built again
     arrangements.lookup("t", KEYS, True)
     assert arrangements.nbytes() > 0
+    held[0] = 600_000  # rows committed past the share: dropped as they are held
+    appended(arrangements, "SELECT 5::BIGINT, 'h', 1::BIGINT")
+    assert arrangements.nbytes() == 0
 
 
 def test_fit_sheds_the_largest_arrangement_first(con: duckdb.DuckDBPyConnection) -> None:

@@ -622,3 +622,18 @@ def test_a_task_of_an_ended_ingest_attempt_writes_nothing(
     with pytest.raises(IvmError, match="refused"):
         run(con, stage, tmp_path, replace(ticket(2, "B"), fence=str(fence)), [(0, ("b", 1, 1))])
     assert file_tables(tmp_path) == before
+
+
+def test_a_task_gives_its_duckdb_the_sessions_memory_limit_or_its_machines_share() -> None:
+    from ivm.execution.spark.stage_task import configure
+    from ivm.storage.memory import task_default_limit
+
+    con = duckdb.connect()
+    limit = "SELECT value FROM duckdb_settings() WHERE name = 'memory_limit'"
+    configure(con, Ticket(epoch=1, committed=0, token="t", memory_limit=64 * 1024**2))
+    assert con.execute(limit).fetchall()[0][0] == "64.0 MiB"
+    configure(con, Ticket(epoch=1, committed=0, token="t"))  # none given: its share
+    share = duckdb.connect()
+    share.execute(f"SET memory_limit = '{task_default_limit()}B'")
+    assert con.execute(limit).fetchall() == share.execute(limit).fetchall()
+    assert con.execute("SELECT current_setting('threads')").fetchall()[0][0] == 1
