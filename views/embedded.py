@@ -206,7 +206,6 @@ class EmbeddedEngine:
         the batches and the views' changes must fit in the session's memory limit)."""
         s = self.session
         check_batches(s, batches)
-        before = s._catalog.epoch  # advanced by the first action after the commit
         try:
             with s._transaction(ExecutionError):
                 changed = s._apply(batches, upsert)
@@ -218,8 +217,6 @@ class EmbeddedEngine:
             resource = as_resource(failure.error, view_subject(failure.view.name), s._budget)
             raise resource or s._explain_ingest(batches, upsert, failure) from failure.error
         except Exception as error:
-            if s._catalog.epoch != before:  # committed: an action after the commit failed,
-                raise  # and the epoch stands (never "nothing was applied")
             phase = next(reversed(s._profile.phases), "")
             resource = epoch_resource(s, error, ingest_subject(batches, phase))
             if resource is None or resource is error:
