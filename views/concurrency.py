@@ -70,7 +70,7 @@ class ReadCursors:
                 cursor = self._con.cursor()
             apply(cursor, self._settings())  # TimeZone, Calendar hold per connection
             # An epoch sets arrow_lossless_conversion (HUGEINT as 16 raw bytes…) for its
-            # exports, and DuckDB's setting is global: a reader keeps the ordinary types.
+            # exports on the session's connection alone; a reader states its own anyway.
             cursor.execute("SET SESSION arrow_lossless_conversion = false").fetchall()
             self._local.cursor = cursor
         return cursor

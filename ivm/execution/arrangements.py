@@ -242,18 +242,19 @@ class Arrangements:
         """Within the block, rows DuckDB hands to Arrow keep their exact types (HUGEINT,
         UUID, TIME WITH TIME ZONE… as DuckDB's Arrow extension types, not DOUBLE or
         VARCHAR), so arranged rows read back into DuckDB are the rows stored. Appends to
-        arranged traces must run inside it."""
+        arranged traces must run inside it. The setting is this connection's alone
+        (``SET SESSION``): a reader's cursor meanwhile keeps the ordinary types."""
         if self._exporting:
             yield
             return
-        self.con.execute("SET arrow_lossless_conversion = true").fetchall()
+        self.con.execute("SET SESSION arrow_lossless_conversion = true").fetchall()
         self._exporting = True
         try:
             yield
         finally:
             self._exporting = False
             try:
-                self.con.execute("RESET arrow_lossless_conversion").fetchall()
+                self.con.execute("RESET SESSION arrow_lossless_conversion").fetchall()
             except duckdb.Error:  # inside a failed transaction: once it is rolled back
                 self._reset_owed = True
 
@@ -330,7 +331,7 @@ class Arrangements:
         ``exporting`` could not reset inside the failed transaction is reset)."""
         self._pending.clear()
         if self._reset_owed:
-            self.con.execute("RESET arrow_lossless_conversion").fetchall()
+            self.con.execute("RESET SESSION arrow_lossless_conversion").fetchall()
             self._reset_owed = False
 
     def forget(self, table: str) -> None:
