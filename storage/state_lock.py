@@ -7,7 +7,8 @@ first, an exclusive ``flock`` on ``<state file>.lock``, and writes the holder in
 host, or on another one sharing the directory) is refused at once with a ``StateError``
 that names the holder. The kernel releases the lock when the holder exits, however it
 exits, so a killed session never leaves the state locked; a clean release removes the
-file (a failed open leaves the directory as it found it).
+file, and the directories acquiring made if they are empty (a failed open leaves the
+filesystem as it found it).
 
 A process that opened the file just before its holder removed it could lock the removed
 file: ``acquire`` checks that the file it locked is still the one at the path, and tries
@@ -68,9 +69,10 @@ def describe_holder(text: str) -> str:
 class StateLock:
     """A held lock on one state file (``acquire``; ``release`` when the session closes)."""
 
-    def __init__(self, path: Path, descriptor: int) -> None:
+    def __init__(self, path: Path, descriptor: int, made: list[Path]) -> None:
         self.path = path
         self._descriptor: int | None = descriptor
+        self._made = made  # directories acquiring made, the deepest first
 
     @classmethod
     def acquire(cls, state_file: Path, where: object) -> StateLock | None:
@@ -79,6 +81,7 @@ class StateLock:
         if fcntl is None:  # pragma: no cover
             return None
         path = lock_path(state_file)
+        made = [d for d in [path.parent, *path.parent.parents] if not d.exists()]
         while True:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -90,6 +93,7 @@ class StateLock:
             except OSError:
                 text = _read(descriptor)
                 os.close(descriptor)
+                _remove_empty(made)
                 raise StateError(
                     f"state at {where} is in use by {describe_holder(text)}: one process at "
                     "a time may hold it; close that session first (or read its views "
@@ -98,7 +102,7 @@ class StateLock:
             if _same_file(descriptor, path):
                 break
             os.close(descriptor)  # its holder removed it as we opened it: again
-        lock = cls(path, descriptor)
+        lock = cls(path, descriptor, made)
         lock._write(json.dumps(holder_record()))
         return lock
 
@@ -110,11 +114,21 @@ class StateLock:
         with contextlib.suppress(OSError):
             self.path.unlink()  # still held: nobody has it open and locked
         os.close(descriptor)
+        _remove_empty(self._made)  # a refused open leaves no directory it made
 
     def _write(self, text: str) -> None:
         assert self._descriptor is not None
         os.ftruncate(self._descriptor, 0)
         os.pwrite(self._descriptor, text.encode(), 0)
+
+
+def _remove_empty(directories: list[Path]) -> None:
+    """Remove each of ``directories`` (the deepest first) that is empty."""
+    for directory in directories:
+        try:
+            directory.rmdir()
+        except OSError:
+            return  # not empty (the state is there), or not ours to remove
 
 
 def _read(descriptor: int) -> str:

@@ -47,3 +47,16 @@ def test_a_holder_that_said_nothing_is_described_as_such() -> None:
                                         "since": "2024-01-01T00:00:00+00:00"}))
     assert other == ("process 7 on host node-3, running 'python job.py', "
                      "since 2024-01-01T00:00:00+00:00")
+
+
+def test_a_lock_released_leaves_no_directory_it_made(tmp_path: Path) -> None:
+    state = tmp_path / "new" / "state" / "ivm.duckdb"
+    lock = StateLock.acquire(state, tmp_path)
+    assert lock is not None and lock_path(state).exists()
+    lock.release()  # an open that failed after taking it: nothing left
+    assert list(tmp_path.iterdir()) == []
+    lock = StateLock.acquire(state, tmp_path)
+    assert lock is not None
+    state.write_text("the state")  # an open that succeeded: its directory stays
+    lock.release()
+    assert [p.name for p in state.parent.iterdir()] == ["ivm.duckdb"]
