@@ -20,8 +20,14 @@ from sqlglot.tokens import Token, TokenType
 from ivm.errors import SqlError, UnsupportedSQL
 from ivm.schema import WEIGHT, Column, Schema, TableSchema
 from ivm.sql_frontend.identifiers import RESERVED_PREFIX, check_identifiers, not_reserved
-from ivm.sql_frontend.parsing import expect_query, parse_tokens, quiet, tokenize
+from ivm.sql_frontend.parsing import parse_tokens, quiet, tokenize
 from ivm.sql_frontend.positions import TEXT_START, Locator, Origin
+from ivm.sql_frontend.refused_statements import (
+    UNSUPPORTED_HINT,
+    command_error,
+    query_start,
+    refused_statement,
+)
 
 
 @dataclass(frozen=True)
@@ -111,47 +117,15 @@ def parse_script(sql: str) -> list[Statement]:
             if piece and piece[0].text.upper() == "REFRESH":
                 statements.append(_refresh(piece, sql, locator))
                 continue
-            other = _other_statement(piece, sql, locator)
+            other = refused_statement(piece, sql, locator)
             if other is not None:
                 raise other
             tree = parse_tokens(piece, sql)
             if isinstance(tree, exp.Command):
-                raise _command_error(tree, piece, sql, locator)
+                raise command_error(tree, piece, sql, locator)
             check_identifiers(tree, locator)
             statements.append(_Statement(sql, piece, locator).read(tree))
     return statements
-
-
-DUCKDB_STATEMENTS = frozenset({
-    "CHECKPOINT", "FORCE", "LOAD", "VACUUM", "CALL", "EXPORT", "IMPORT", "PREPARE",
-    "EXECUTE", "DEALLOCATE", "RESET", "DETACH", "ATTACH", "INSTALL", "UPDATE_EXTENSIONS",
-})
-"""DuckDB statements that sqlglot reads as something else (``CHECKPOINT`` as a column) or
-not at all (``LOAD``, ``VACUUM``, ``EXPORT DATABASE``…): refused by their first word."""
-
-CREATE_MODIFIERS = frozenset({"OR", "REPLACE", "TEMP", "TEMPORARY", "UNIQUE", "PERSISTENT"})
-CREATE_OTHER = frozenset({"TYPE", "SEQUENCE", "MACRO", "FUNCTION", "INDEX", "SCHEMA", "SECRET"})
-"""What CREATE may make besides tables and views (each refused by name)."""
-
-UNSUPPORTED_HINT = "use CREATE TABLE, CREATE VIEW, DROP, ALTER TABLE; change data with ingest()"
-
-
-def _other_statement(tokens: list[Token], sql: str, locator: Locator) -> UnsupportedSQL | None:
-    """The refusal of a statement ivm does not run that sqlglot would misread or fail to
-    parse (found from its first words), else None."""
-    words = [t.text.upper() for t in tokens[:6]]
-    where = locator.position(tokens[0].start)
-    text = sql[tokens[0].start : tokens[-1].end + 1]
-    text = text if len(text) <= 80 else text[:77] + "..."
-    if words[0] in DUCKDB_STATEMENTS:
-        name = "FORCE CHECKPOINT" if words[:2] == ["FORCE", "CHECKPOINT"] else words[0]
-        return UnsupportedSQL(f"{name} statement (at {where}: {text}) is not supported: "
-                              f"{UNSUPPORTED_HINT}")
-    if words[0] == "CREATE":
-        kinds = [w for w in words[1:] if w not in CREATE_MODIFIERS]
-        if kinds and kinds[0] in CREATE_OTHER:
-            return UnsupportedSQL(f"CREATE {kinds[0]} (at {where}: {text}) is not supported")
-    return None
 
 
 def _refresh(tokens: list[Token], sql: str, locator: Locator) -> Refresh:
@@ -177,32 +151,6 @@ def _split(tokens: list[Token]) -> list[list[Token]]:
         else:
             pieces[-1].append(token)
     return [p for p in pieces if p]
-
-
-def _query_start(tokens: list[Token]) -> int | None:
-    """Index of the first token of a CREATE VIEW's query: the one after its first AS."""
-    for index, token in enumerate(tokens[:-1]):
-        if token.token_type == TokenType.ALIAS:
-            return index + 1
-    return None
-
-
-def _command_error(
-    tree: exp.Command, tokens: list[Token], sql: str, locator: Locator
-) -> SqlError:
-    """sqlglot read a statement as an opaque command: say where it fails to parse. For a
-    CREATE VIEW that is its query, parsed alone for sqlglot's error."""
-    start = _query_start(tokens)
-    if start is not None and tokens[0].text.upper() == "CREATE":
-        try:
-            expect_query(tokens[start:], sql)
-            parse_tokens(tokens[start:], sql)
-        except SqlError as error:
-            return error
-    where = locator.position(tokens[0].start)
-    text = sql[tokens[0].start : tokens[-1].end + 1]
-    text = text if len(text) <= 200 else text[:197] + "..."
-    return SqlError(f"cannot parse SQL at {where}: {text}")
 
 
 class _Statement:
@@ -322,7 +270,7 @@ class _Statement:
 
     def create_view(self, tree: exp.Create) -> CreateView:
         query = tree.expression
-        start = _query_start(self.tokens)
+        start = query_start(self.tokens)
         if query is None or start is None:
             raise SqlError(f"{self.at('CREATE VIEW', tree)} needs AS followed by a query")
         target = tree.this

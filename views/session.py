@@ -8,9 +8,9 @@ and views are DuckDB views under their own names, so ``sql()`` reads them as rel
 
 What depends on the mode is the session's engine (``views.engine``): ``EmbeddedEngine``
 (``views.embedded``) or, with ``spark=``, ``SparkEngine`` (``views.spark.engine``). DDL,
-ingest and the state of views are mixed in from ``views.ddl``, ``views.ingest`` and
-``views.view_state``; threads share a session as ``views.concurrency`` says, and its
-memory is bounded as ``views.resources`` says.
+ingest, the state of views and name lookup are mixed in from ``views.ddl``,
+``views.ingest``, ``views.view_state`` and ``views.names``; threads share a session as
+``views.concurrency`` says, and its memory is bounded as ``views.resources`` says.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ from ivm.views.engine import Engine
 from ivm.views.ingest import Ingest
 from ivm.views.join_plans import join_plan_property
 from ivm.views.loading import load_stream, streamed
+from ivm.views.names import Names
 from ivm.views.read_queries import check_read_query
 from ivm.views.recompute import recompute_fraction_property
 from ivm.views.resources import held_bytes, memory_limit_property, settle
@@ -64,7 +65,7 @@ from ivm.views.transaction import Transaction, run_all
 from ivm.views.view_state import ViewState
 
 
-class Session(Surface, Ddl, Ingest, ViewState):
+class Session(Surface, Ddl, Ingest, ViewState, Names):
     """An ivm database: tables, views, and the epoch they are at. Every public method and
     property lets only ``ivm.IvmError`` out (``ivm.guard``: each subclass is guarded too)."""
 
@@ -338,24 +339,6 @@ class Session(Surface, Ddl, Ingest, ViewState):
 
     # -- names and plans ---------------------------------------------------------------------
 
-    def _resolve(self, name: str) -> str:
-        """The stored spelling of a table or view name (DuckDB names ignore case)."""
-        if not isinstance(name, str):
-            raise SqlError(f"a table or view name is text, not {type(name).__name__} {name!r}")
-        if name in self._tables or name in self._views:
-            return name
-        for known in [*self._tables, *self._views]:
-            if known.lower() == name.lower():
-                return known
-        return name
-
-    def _known(self, name: str) -> str:
-        """The stored spelling of an existing table or view; SqlError if there is none."""
-        name = self._resolve(name)
-        if name not in self._views and name not in self._tables:
-            raise SqlError(f"no table or view named {name!r}")
-        return name
-
     def _plan(self, sql: str, origin: Origin = TEXT_START) -> Plan:
         relations = {n: t.schema for n, t in self._tables.items()}
         relations.update({n: v.schema for n, v in self._views.items()})
@@ -368,12 +351,6 @@ class Session(Surface, Ddl, Ingest, ViewState):
     def _describe(self, sql: str) -> Schema:
         """The schema DuckDB gives ``sql`` (answers kept while opening: ``views.saved_indexes``)."""
         return self._saved.describe(sql)
-
-    def _schema_of(self, name: str) -> Schema:
-        """The schema of table or view ``name``."""
-        if name in self._tables:
-            return self._tables[name].schema
-        return self._views[name].schema
 
     def _arrow_schema(self, schema: Schema) -> pa.Schema:
         columns = ", ".join(f"CAST(NULL AS {c.type}) AS {quote(c.name)}" for c in schema.columns)

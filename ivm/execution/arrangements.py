@@ -39,11 +39,11 @@ import pyarrow as pa
 
 from ivm import faults
 from ivm.errors import ExecutionError
-from ivm.execution.exact import hash_terms
+from ivm.execution.exact import row_hash_sql
 from ivm.execution.key_match import PROBE_HASH, key_matches, rows_at_keys
 from ivm.operators.base import At
 from ivm.plan.sql import W
-from ivm.schema import Column, quote
+from ivm.schema import quote
 from ivm.storage.arrangement import Arrangement, with_weights
 from ivm.storage.results import fetch_arrow
 from ivm.storage.sqltext import WEIGHT, key_hash_sql
@@ -70,15 +70,6 @@ def _selected(rows: pa.Table, names: Sequence[str] | None) -> pa.Table:
     if names is None or list(rows.column_names) == [*names, WEIGHT]:
         return rows
     return rows.select([*names, WEIGHT])
-
-
-def row_hash_sql(columns: Sequence[tuple[str, str]]) -> str:
-    """SQL of a row's hash, which tells rows apart (``columns``: names and types): DuckDB's
-    hash of the row's ``hash_terms`` (the values, and what tells apart values DuckDB
-    calls equal or hashes alike: -0.0 and 0.0, HUGEINT 0 and -1, NULL and [])."""
-    if not columns:
-        return "0::UBIGINT"
-    return f"hash({', '.join(hash_terms([Column(n, t) for n, t in columns]))})"
 
 
 @dataclass(frozen=True)

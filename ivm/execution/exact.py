@@ -85,3 +85,12 @@ def consolidate_exact_sql(source: str, schema: Schema) -> str:
         f"SELECT {column_list(schema.names)}, SUM({W})::BIGINT AS {W} FROM ({source}) AS __x "
         f"GROUP BY {groups} HAVING SUM({W}) <> 0"
     )
+
+
+def row_hash_sql(columns: Sequence[tuple[str, str]]) -> str:
+    """SQL of a row's hash, which tells rows apart (``columns``: names and types): DuckDB's
+    hash of the row's ``hash_terms`` (the values, and what tells apart values DuckDB
+    calls equal or hashes alike: -0.0 and 0.0, HUGEINT 0 and -1, NULL and [])."""
+    if not columns:
+        return "0::UBIGINT"
+    return f"hash({', '.join(hash_terms([Column(n, t) for n, t in columns]))})"

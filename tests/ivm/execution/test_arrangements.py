@@ -9,7 +9,8 @@ import pytest
 from oracle.harness import Epoch, Harness
 
 import ivm
-from ivm.execution.arrangements import Arrangements, row_hash_sql
+from ivm.execution.arrangements import Arrangements
+from ivm.execution.exact import row_hash_sql
 from ivm.operators.base import At
 from ivm.storage.arrangement import Arrangement
 

@@ -17,14 +17,15 @@ def recomputed(harness: Harness, view: str) -> int:
     version says whether it was recomputed (``__recomputed``): what was computed, not
     how long it took.
     """
-    tables = harness.db.sql(
+    con = harness.db._con  # the epoch's own connection: its scratch tables are temporary
+    tables = [row[0] for row in con.execute(
         "SELECT table_name FROM duckdb_tables() WHERE temporary ORDER BY table_name"
-    ).column(0).to_pylist()
+    ).fetchall()]
     prefix = f"__ivm_tmp_{view}#"
     (table,) = [t for t in tables if t.startswith(prefix) and t.endswith("_versions")]
     quoted = '"' + table.replace('"', '""') + '"'
-    result = harness.db.sql(f"SELECT count(*) AS n FROM {quoted} WHERE __recomputed")
-    return int(result.column(0)[0].as_py())
+    (count,) = con.execute(f"SELECT count(*) FROM {quoted} WHERE __recomputed").fetchone()
+    return int(count)
 
 
 def value(harness: Harness, view: str, column: str, **where: Any) -> Any:
