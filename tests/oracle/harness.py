@@ -589,6 +589,9 @@ class Harness:
     """Compare float values exactly too (data where DuckDB's answer is order-free)."""
     connect: Callable[[], Any] = ivm.connect
     """Opens the session under test; called again by ``reopen`` (persistent state)."""
+    existing: bool = False
+    """The state ``connect`` reaches holds the tables already (a copy of one made before):
+    their DDL runs in the oracle only; ``adopt`` then takes over what the state holds."""
     views: dict[str, str] = field(default_factory=dict, init=False)
     oracle_sql: dict[str, str] = field(default_factory=dict, init=False)
     """Per view, the SQL the oracle computes when it is not the view's own (see above)."""
@@ -609,7 +612,7 @@ class Harness:
         }
         self.db = self.connect()
         self.oracle = duckdb.connect()
-        for statement in ddl:
+        for statement in ddl if not self.existing else ():
             self.db.execute(statement)
         for spec in self.specs.values():
             self.oracle.execute(spec.plain_ddl())
@@ -665,6 +668,21 @@ class Harness:
             self.applied[name] = Counter(rows_of(self.db.read(name)))
         for name in views:
             self.check_view(name)
+
+    def adopt(self, views: Mapping[str, str], epochs: Sequence[Epoch] = ()) -> None:
+        """Take over a state made before (``existing``): it holds ``views`` and has applied
+        ``epochs`` (already checked when they ran). The oracle applies the epochs and
+        creates the views; then every table and view is checked against it."""
+        for epoch in epochs:
+            self.history.append(epoch)
+            for change in epoch.changes:
+                self._apply_to_oracle(change)
+        for name, sql in views.items():
+            self.oracle.execute(f"CREATE VIEW {quote(name)} AS {sql}")
+            self.views[name] = self.oracle_sql[name] = sql
+            self.applied[name] = Counter(rows_of(self.db.read(name)))
+        self.check_tables("the state taken over")
+        self.check_views("the state taken over")
 
     def drop_view(self, name: str) -> None:
         """Drop a view in ivm and the oracle: it is no longer checked."""
