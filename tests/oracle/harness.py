@@ -85,6 +85,7 @@ from hypothesis import assume
 from hypothesis import strategies as st
 
 import ivm
+from oracle.settings import shortened
 
 WEIGHT = "__w"
 
@@ -875,6 +876,7 @@ def run_workload(
     reopen_every: int = 0,
     oracle: Mapping[str, str] | None = None,
     exact_floats: bool = False,
+    shorten: bool = True,
 ) -> int:
     """Run a random CDC workload drawn from hypothesis ``data`` (``st.data()``).
 
@@ -885,8 +887,13 @@ def run_workload(
     again (by ``connect``, which must then reach persistent state) every n epochs.
     ``oracle`` overrides the oracle's SQL per view (see the module docstring);
     ``exact_floats`` compares float values exactly too (``Harness.exact_floats``).
+    ``make test`` runs the workload's first epochs only (``settings.shortened``: about
+    half, at least two, past the first reopen); ``make test-deep``, or ``shorten=False``
+    (a test that must find a sabotage in them), all ``epochs``.
     Returns the number of epochs checked with the views in place.
     """
+    if shorten:
+        epochs = shortened(epochs, reopen_every)
     random_workload(data)
     harness = Harness(tables_ddl, domains, connect=connect, exact_floats=exact_floats)
     try:

@@ -8,8 +8,8 @@ minutes).
 **Profiles.** ``make test`` runs the default profile; ``make test-deep`` sets
 ``IVM_TEST_DEEP=1``, the deep profile: tests marked ``deep`` run too (they are skipped,
 saying so, by default: the rest of a sampled family, e.g. every fault point beyond one
-of each kind), and ``examples(n)`` / ``epochs(n)`` give the random-CDC tests more
-workloads and longer ones.
+of each kind), and the random-CDC tests draw more workloads (``examples``) and run each
+to its end (``shortened``: ``make test`` runs their first epochs).
 """
 
 from __future__ import annotations
@@ -28,18 +28,23 @@ DEEP_EXAMPLES = 4
 """How many times more examples a random-CDC test draws in the deep profile."""
 
 
-def examples(default: int, deep: int | None = None) -> int:
-    """A hypothesis test's example count: ``default`` in ``make test``; ``deep`` (or
-    ``DEEP_EXAMPLES`` × ``default``) in the deep profile."""
-    if not DEEP:
-        return default
-    return deep if deep is not None else DEEP_EXAMPLES * default
+def examples(n: int) -> int:
+    """The example count of a random-CDC test written for ``n`` workloads: half of them (at
+    least one) in ``make test``, ``DEEP_EXAMPLES`` × ``n`` in the deep profile. Derandomized,
+    the examples ``make test`` runs are the deep profile's first ones."""
+    return DEEP_EXAMPLES * n if DEEP else max(1, n // 2)
 
 
-def epochs(default: int, deep: int) -> int:
-    """A workload's epoch count: ``default`` in ``make test``, ``deep`` in the deep profile
-    (the default workload is the deep one's first epochs: draws are made in order)."""
-    return deep if DEEP else default
+def shortened(epochs: int, reopen_every: int = 0) -> int:
+    """The epochs ``make test`` runs of a workload written for ``epochs``: about half (at
+    least two), and one past the first reopen; all of them in the deep profile. Draws are
+    made in order, so they are the full workload's first epochs."""
+    if DEEP:
+        return epochs
+    short = max(2, (epochs + 1) // 2)
+    if reopen_every:
+        short = max(short, reopen_every + 1)
+    return min(epochs, short)
 
 
 RANDOM_CDC = settings(
