@@ -30,6 +30,9 @@ from bad_input.runner import check_message, invoke, rejects_and_keeps
 from bad_input.unchanged import State, assert_unchanged, assert_views_recompute, capture
 from ivm.views.cli import main
 
+pytestmark = pytest.mark.xdist_group("bad_input_corpus")
+"""Under xdist, one worker runs the module: its module-scoped fixtures are made once."""
+
 CORPUS: list[Case] = [*batch_cases.CASES, *ddl_cases.CASES, *api_cases.CASES, *cli_cases.CASES]
 _count = itertools.count(1)
 

@@ -41,6 +41,9 @@ from soak_workload import COLUMNS, DDL, VIEWS, Oracle, check_exact
 import ivm
 from ivm import faults
 
+pytestmark = pytest.mark.xdist_group("faults")
+"""Under xdist, one worker runs the module: its module-scoped fixtures are made once."""
+
 HERE = Path(__file__).parent
 
 BEFORE, AFTER, EITHER = "before", "after", "either"

@@ -24,6 +24,9 @@ import ivm
 from ivm.execution.spark.tasks import FailurePoint
 from ivm.storage.partitions import PartitionLog
 
+pytestmark = pytest.mark.xdist_group("spark_mode")
+"""Under xdist, one worker runs the module: its module-scoped fixtures are made once."""
+
 ORDERS = (
     "CREATE TABLE orders (id BIGINT PRIMARY KEY, customer VARCHAR, amount DECIMAL(12,2), "
     "qty INTEGER)"
