@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench bench-spark bench-tpch fuzz test-slt clean
+.PHONY: demo test test-deep lint bench bench-spark bench-tpch fuzz test-slt clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,8 +16,18 @@ demo: $(STAMP)
 	$(BIN)/python examples/quickstart.py
 
 # Two pytest workers: Spark-mode tests mostly wait on the JVM, so two halve the wall time.
+# --dist loadgroup: a module marked xdist_group (module-scoped fixtures worth making once)
+# runs on one worker; every other test goes to whichever worker is free.
+# `make test` is the default profile (≤ 12 minutes on the 2-core machine): one example of
+# each family sampled (a fault point of each kind, bad inputs of each entry point, …) and
+# short random workloads. `make test-deep` (IVM_TEST_DEEP=1) runs every test marked `deep`
+# too (every fault point and bad input, the real Spark cluster) and more, longer random
+# workloads (docs/testing.md, Profiles).
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 2
+	$(BIN)/python -m pytest -n 2 --dist loadgroup
+
+test-deep: $(STAMP)
+	IVM_TEST_DEEP=1 $(BIN)/python -m pytest -n 2 --dist loadgroup
 
 lint: $(STAMP)
 	$(BIN)/ruff check ivm sql_frontend storage views tests examples benchmarks

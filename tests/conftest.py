@@ -8,6 +8,10 @@ path (e.g. ``.venv/bin/pytest`` from another directory). A regular package
 anywhere on the path wins over a namespace package. ``benchmarks/`` goes last on the path,
 for ``tpch_workload`` and ``tpch_refresh``, the TPC-H data and batches that the benchmark
 and ``test_tpch.py`` share.
+
+Tests marked ``deep`` (``pytest.mark.deep``) belong to the deep profile only: ``make test``
+reports them skipped, with the reason; ``make test-deep`` (``IVM_TEST_DEEP=1``) runs them
+(see ``oracle/settings.py``).
 """
 
 from __future__ import annotations
@@ -28,7 +32,18 @@ if str(TESTS.parent / "benchmarks") not in sys.path:
     sys.path.append(str(TESTS.parent / "benchmarks"))
 
 
-from oracle.spark import SPARK_PARTITIONS  # noqa: E402 - needs the paths above
+from oracle.settings import DEEP, DEEP_REASON  # noqa: E402 - needs the paths above
+from oracle.spark import SPARK_PARTITIONS  # noqa: E402
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Outside the deep profile, every test marked ``deep`` is skipped, saying why."""
+    if DEEP:
+        return
+    skip = pytest.mark.skip(reason=DEEP_REASON)
+    for item in items:
+        if item.get_closest_marker("deep") is not None:
+            item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")

@@ -32,6 +32,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from oracle.harness import MODES, Epoch, Harness, random_workload, run_workload
+from oracle.settings import examples
 from oracle.spark import SPARK_PARTITIONS
 from test_sql_constructs import RANDOM_CDC as CONSTRUCTS_CDC
 
@@ -64,7 +65,7 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
 }
 
 EPOCHS = 15
-RANDOM_CDC = settings(CONSTRUCTS_CDC, max_examples=2)
+RANDOM_CDC = settings(CONSTRUCTS_CDC, max_examples=examples(2))
 """As tests/test_sql_constructs.py: two workloads per case (many views per case already)."""
 
 # --- the oracle for MODE and ARG_MIN/ARG_MAX: ivm's deterministic answer ------------------
@@ -662,7 +663,7 @@ def test_spark_groups_cover_every_case() -> None:
 
 
 @pytest.mark.parametrize("group", list(SPARK_GROUPS))
-@settings(RANDOM_CDC, max_examples=1)
+@settings(RANDOM_CDC, max_examples=examples(1))
 @given(data=st.data())
 def test_aggregate_on_spark(group: str, data: st.DataObject, spark: Any,
                             tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from oracle.harness import Epoch, Harness, run_workload
-from oracle.settings import RANDOM_CDC
+from oracle.settings import RANDOM_CDC, examples
 from oracle.spark import SPARK_PARTITIONS
 
 import ivm
@@ -74,7 +74,7 @@ def _views(names: list[str]) -> tuple[dict[str, str], dict[str, str]]:
 @pytest.mark.parametrize("reads", ["time index", "time index, levels merged", "pairwise",
                                    "sorted"])
 @pytest.mark.parametrize("group", list(GROUPS))
-@settings(RANDOM_CDC, max_examples=2)
+@settings(RANDOM_CDC, max_examples=examples(2))
 @given(data=st.data())
 def test_asof_join(group: str, reads: str, data: st.DataObject) -> None:
     # Embedded, an epoch reads both sides through their time indexes; without them (Spark,
@@ -178,7 +178,7 @@ def test_an_asof_join_without_inequality_is_an_sql_error() -> None:
             db.execute("CREATE VIEW v AS SELECT t.id FROM t ASOF JOIN q ON t.s = q.s")
 
 
-@settings(RANDOM_CDC, max_examples=1)
+@settings(RANDOM_CDC, max_examples=examples(1))
 @given(data=st.data())
 def test_asof_join_on_spark(data: st.DataObject, spark: Any,
                             tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle.harness import run_workload
-from oracle.settings import RANDOM_CDC
+from oracle.settings import RANDOM_CDC, examples
 from test_unnest import DOCS, DOMAINS
 
 VIEWS = {
@@ -20,7 +20,7 @@ VIEWS = {
 }
 
 
-@settings(RANDOM_CDC, max_examples=2)
+@settings(RANDOM_CDC, max_examples=examples(2))
 @given(data=st.data())
 def test_lateral_table_functions_under_random_cdc(data: st.DataObject) -> None:
     run_workload([DOCS], VIEWS, data, epochs=6, domains=DOMAINS)

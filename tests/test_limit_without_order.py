@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle.harness import MODES, run_workload
-from oracle.settings import RANDOM_CDC
+from oracle.settings import RANDOM_CDC, examples
 from oracle.spark import SPARK_PARTITIONS
 
 import ivm
@@ -56,7 +56,7 @@ VIEWS = {
 }
 
 
-@settings(RANDOM_CDC, max_examples=2)
+@settings(RANDOM_CDC, max_examples=examples(2))
 @given(data=st.data())
 def test_deterministic_limits_under_random_cdc(data: st.DataObject) -> None:
     run_workload([ITEMS, EDGES], VIEWS, data, epochs=8, modes=(*MODES, "clear"))
@@ -94,7 +94,7 @@ def test_a_limit_that_chooses_rows_is_refused_by_name(query: str) -> None:
     assert REFUSED[query] in message and "arbitrary rows" in message
 
 
-@settings(RANDOM_CDC, max_examples=1)
+@settings(RANDOM_CDC, max_examples=examples(1))
 @given(data=st.data())
 def test_deterministic_limits_on_spark(data: st.DataObject, spark: Any,
                                        tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle.harness import MODES, Epoch, Harness, run_workload
 from oracle.rows import rows
-from oracle.settings import RANDOM_CDC
+from oracle.settings import RANDOM_CDC, examples
 from oracle.spark import SPARK_PARTITIONS
 
 import ivm
@@ -44,7 +44,7 @@ VIEWS = {
 }
 
 
-@settings(RANDOM_CDC, max_examples=2)
+@settings(RANDOM_CDC, max_examples=examples(2))
 @given(data=st.data())
 def test_pivot_under_random_cdc(data: st.DataObject) -> None:
     domains = {"sales.region": ("a", "b", "c"), "sales.quarter": (1, 2, 3)}
@@ -91,7 +91,7 @@ def test_what_is_refused_is_named(sql: str, construct: str) -> None:
             db.execute(f"CREATE VIEW v AS {sql}")
 
 
-@settings(RANDOM_CDC, max_examples=1)
+@settings(RANDOM_CDC, max_examples=examples(1))
 @given(data=st.data())
 def test_pivot_on_spark(data: st.DataObject, spark: Any,
                         tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from oracle.harness import Epoch, Harness, run_workload
-from oracle.settings import RANDOM_CDC
+from oracle.settings import RANDOM_CDC, examples
 from oracle.spark import SPARK_PARTITIONS
 
 import ivm
@@ -102,7 +102,7 @@ def _views(names: list[str]) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("group", list(GROUPS))
-@settings(RANDOM_CDC, max_examples=2)
+@settings(RANDOM_CDC, max_examples=examples(2))
 @given(data=st.data())
 def test_recursive(group: str, data: st.DataObject) -> None:
     assume(data.draw(st.integers(0, 3), label="a random workload") > 0)
@@ -267,7 +267,7 @@ def test_explain_shows_the_child_circuit() -> None:
 SPARK_VIEWS = ["tc", "components", "hops"]
 
 
-@settings(RANDOM_CDC, max_examples=1)
+@settings(RANDOM_CDC, max_examples=examples(1))
 @given(data=st.data())
 def test_recursive_on_spark(data: st.DataObject, spark: Any,
                             tmp_path_factory: pytest.TempPathFactory) -> None:

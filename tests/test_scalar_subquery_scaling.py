@@ -28,6 +28,9 @@ from oracle.spark import SPARK_PARTITIONS
 import ivm
 from ivm.execution import embedded
 
+pytestmark = pytest.mark.xdist_group("scalar_subquery_scaling")
+"""Under xdist, one worker runs the module: its module-scoped fixtures are made once."""
+
 TABLE = "CREATE TABLE t (k INTEGER, x INTEGER)"
 DOMAINS: dict[str, tuple[Any, ...]] = {"t.k": (None, 0, 1, 2), "t.x": (None, 0, 1, 2, 3, 4)}
 

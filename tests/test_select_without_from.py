@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle.harness import MODES, run_workload
 from oracle.rows import rows
-from oracle.settings import RANDOM_CDC
+from oracle.settings import RANDOM_CDC, examples
 from oracle.spark import SPARK_PARTITIONS
 
 import ivm
@@ -39,7 +39,7 @@ VIEWS = {
 }
 
 
-@settings(RANDOM_CDC, max_examples=2)
+@settings(RANDOM_CDC, max_examples=examples(2))
 @given(data=st.data())
 def test_select_without_from_under_random_cdc(data: st.DataObject) -> None:
     run_workload([ITEMS, EDGES], VIEWS, data, epochs=10, modes=(*MODES, "clear"))
@@ -58,7 +58,7 @@ def test_a_constant_view_never_changes() -> None:
         assert "Constant Values 1 row" in db.explain("constant")
 
 
-@settings(RANDOM_CDC, max_examples=1)
+@settings(RANDOM_CDC, max_examples=examples(1))
 @given(data=st.data())
 def test_select_without_from_on_spark(data: st.DataObject, spark: Any,
                                       tmp_path_factory: pytest.TempPathFactory) -> None:

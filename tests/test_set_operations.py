@@ -16,7 +16,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from oracle.harness import Epoch, Harness, run_workload
-from oracle.settings import RANDOM_CDC
+from oracle.settings import RANDOM_CDC, examples
 from oracle.spark import SPARK_PARTITIONS
 
 import ivm
@@ -163,7 +163,7 @@ SPARK_VIEWS = {
 }
 
 
-@settings(RANDOM_CDC, max_examples=1)
+@settings(RANDOM_CDC, max_examples=examples(1))
 @given(data=st.data())
 def test_set_operations_on_spark(data: st.DataObject, spark: Any,
                                  tmp_path_factory: pytest.TempPathFactory) -> None:

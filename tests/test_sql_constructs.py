@@ -3,9 +3,10 @@
 Each case is a set of views over a few of the tables below; ``run_workload``
 (tests/oracle/harness.py) drives random epochs through ``ivm`` and compares each
 view with DuckDB's recomputation, the deltas with the contents, and the epoch
-counter. A case gets EXAMPLES hypothesis examples × EPOCHS epochs (the first
-example is hypothesis' simplest one; the others are random), derandomized so CI
-sees the same workloads every run. Failures are not shrunk unless IVM_SHRINK=1.
+counter. A case gets EXAMPLES random workloads of EPOCHS epochs (hypothesis' simplest
+example, every draw its least, is rejected), derandomized so CI sees the same workloads
+every run; ``make test`` runs one, each of its first epochs (``oracle/settings.py``).
+Failures are not shrunk unless IVM_SHRINK=1.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 from oracle.harness import MODES, Epoch, Harness, run_workload
+from oracle.settings import examples
 from oracle.spark import SPARK_PARTITIONS
 
 import ivm
@@ -30,7 +32,7 @@ ORDERS = (
 CUSTOMERS = "CREATE TABLE customers (name VARCHAR PRIMARY KEY, region VARCHAR)"
 EVENTS = "CREATE TABLE events (k INTEGER, v DOUBLE, tag VARCHAR)"
 
-EXAMPLES = 2
+EXAMPLES = examples(2)
 EPOCHS = 15
 
 # Shrinking a failing 70-epoch workload can take hypothesis minutes per test; the
@@ -421,7 +423,7 @@ REFUSED_SQL = {
 
 
 @pytest.mark.parametrize("case", list(VALID_SQL))
-@settings(RANDOM_CDC, max_examples=2)
+@settings(RANDOM_CDC, max_examples=examples(2))
 @given(data=st.data())
 def test_valid_sql_is_maintained(case: str, data: st.DataObject) -> None:
     run_workload([ORDERS], {"v": VALID_SQL[case]}, data, epochs=10)
@@ -512,7 +514,7 @@ def test_spark_cases_cover_every_construct() -> None:
 
 
 @pytest.mark.parametrize("group", list(SPARK_GROUPS))
-@settings(RANDOM_CDC, max_examples=1)
+@settings(RANDOM_CDC, max_examples=examples(1))
 @given(data=st.data())
 def test_construct_on_spark(group: str, data: st.DataObject, spark: Any,
                             tmp_path_factory: pytest.TempPathFactory) -> None:
@@ -525,7 +527,7 @@ def test_construct_on_spark(group: str, data: st.DataObject, spark: Any,
                  connect=lambda: ivm.connect(directory, spark=spark, partitions=SPARK_PARTITIONS))
 
 
-@settings(RANDOM_CDC, max_examples=1)
+@settings(RANDOM_CDC, max_examples=examples(1))
 @given(data=st.data())
 def test_global_aggregate_on_spark(data: st.DataObject, spark: Any,
                                    tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -38,7 +38,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from oracle.harness import MODES, NAN, Epoch, Harness, Row, TableSpec, op_events, quote
-from oracle.settings import RANDOM_CDC
+from oracle.settings import RANDOM_CDC, examples
 from oracle.spark import SPARK_PARTITIONS
 
 import ivm
@@ -254,7 +254,7 @@ def run(data: Any, open_session: Callable[[], Any], set_tz: Callable[[str], None
         harness.close()
 
 
-@settings(RANDOM_CDC, max_examples=2)
+@settings(RANDOM_CDC, max_examples=examples(2))
 @given(data=st.data())
 def test_deletes_of_equal_values(data: st.DataObject,
                                  tmp_path_factory: pytest.TempPathFactory) -> None:

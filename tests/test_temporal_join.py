@@ -21,7 +21,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from oracle.settings import RANDOM_CDC
+from oracle.settings import RANDOM_CDC, examples
 from oracle.spark import SPARK_PARTITIONS
 
 import ivm
@@ -178,7 +178,7 @@ def test_temporal_join_against_replay(seed: int) -> None:
         run_replay(db, random.Random(seed), epochs=12, views=list(VIEWS))
 
 
-@settings(RANDOM_CDC, max_examples=2)
+@settings(RANDOM_CDC, max_examples=examples(2))
 @given(rng=st.randoms(use_true_random=False))
 def test_temporal_join_random_workloads(rng: random.Random) -> None:
     with ivm.connect() as db:

@@ -20,7 +20,7 @@ import sqlglot
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from oracle.harness import Epoch, Harness, run_workload
-from oracle.settings import RANDOM_CDC
+from oracle.settings import RANDOM_CDC, examples
 from oracle.spark import SPARK_PARTITIONS
 from sqlglot import exp
 
@@ -112,7 +112,7 @@ SLACKS = pytest.mark.parametrize("slack", [top_k.SLACK, 0], ids=["slack", "no_sl
 
 @pytest.mark.parametrize("group", list(GROUPS))
 @SLACKS
-@settings(RANDOM_CDC, max_examples=3)
+@settings(RANDOM_CDC, max_examples=examples(3))
 @given(data=st.data())
 def test_top_k(group: str, slack: int, data: st.DataObject) -> None:
     assume(data.draw(st.integers(0, 3), label="a random workload") > 0)
@@ -122,7 +122,7 @@ def test_top_k(group: str, slack: int, data: st.DataObject) -> None:
                      warmup=2, modes=("one", "several", "several", "several", "clear"))
 
 
-@settings(RANDOM_CDC, max_examples=2)
+@settings(RANDOM_CDC, max_examples=examples(2))
 @given(data=st.data())
 def test_top_k_state_survives_reopening(
     data: st.DataObject, tmp_path_factory: pytest.TempPathFactory
@@ -223,7 +223,7 @@ def test_fetch_first_is_a_limit_and_explain_shows_the_top_k() -> None:
 SPARK_NAMES = ["offset", "grouped", "cte_join"]
 
 
-@settings(RANDOM_CDC, max_examples=1)
+@settings(RANDOM_CDC, max_examples=examples(1))
 @given(data=st.data())
 def test_top_k_on_spark(data: st.DataObject, spark: Any,
                         tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -41,6 +41,9 @@ from oracle.spark import SPARK_PARTITIONS
 
 import ivm
 
+pytestmark = pytest.mark.xdist_group("tpch")
+"""Under xdist, one worker runs the module: its module-scoped fixtures are made once."""
+
 QUERIES = tpch.queries()
 SCALE = 0.01
 BATCHES = 4

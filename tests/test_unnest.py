@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle.harness import MODES, Epoch, Harness, run_workload
 from oracle.rows import rows
-from oracle.settings import RANDOM_CDC
+from oracle.settings import RANDOM_CDC, examples
 from oracle.spark import SPARK_PARTITIONS
 
 import ivm
@@ -74,7 +74,7 @@ VIEWS = {
 }
 
 
-@settings(RANDOM_CDC, max_examples=2)
+@settings(RANDOM_CDC, max_examples=examples(2))
 @given(data=st.data())
 def test_unnest_under_random_cdc(data: st.DataObject) -> None:
     run_workload([DOCS, BAG], VIEWS, data, epochs=10, domains=DOMAINS,
@@ -188,7 +188,7 @@ def test_what_is_refused_is_named(sql: str, construct: str) -> None:
 SPARK = ["zipped", "tag_counts"]
 
 
-@settings(RANDOM_CDC, max_examples=1)
+@settings(RANDOM_CDC, max_examples=examples(1))
 @given(data=st.data())
 def test_unnest_on_spark(data: st.DataObject, spark: Any,
                          tmp_path_factory: pytest.TempPathFactory) -> None:

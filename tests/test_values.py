@@ -15,7 +15,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from oracle.harness import MODES, Epoch, Harness, run_workload
-from oracle.settings import RANDOM_CDC
+from oracle.settings import RANDOM_CDC, examples
 from oracle.spark import SPARK_PARTITIONS
 
 import ivm
@@ -56,13 +56,13 @@ VIEWS = {
 SPARK = ["ranked", "labels", "fixed_rows"]
 
 
-@settings(RANDOM_CDC, max_examples=2)
+@settings(RANDOM_CDC, max_examples=examples(2))
 @given(data=st.data())
 def test_values_under_random_cdc(data: st.DataObject) -> None:
     run_workload([ORDERS, EVENTS], VIEWS, data, epochs=10, modes=(*MODES, "clear"))
 
 
-@settings(RANDOM_CDC, max_examples=1)
+@settings(RANDOM_CDC, max_examples=examples(1))
 @given(data=st.data())
 def test_values_survive_reopening(data: st.DataObject,
                                   tmp_path_factory: pytest.TempPathFactory) -> None:
@@ -134,7 +134,7 @@ def test_a_values_list_that_is_not_constant_is_refused(sql: str, construct: str)
             db.execute(f"CREATE VIEW v AS {sql}")
 
 
-@settings(RANDOM_CDC, max_examples=1)
+@settings(RANDOM_CDC, max_examples=examples(1))
 @given(data=st.data())
 def test_values_on_spark(data: st.DataObject, spark: Any,
                          tmp_path_factory: pytest.TempPathFactory) -> None:

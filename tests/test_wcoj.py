@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle.harness import Epoch, Harness, run_workload
-from oracle.settings import RANDOM_CDC
+from oracle.settings import RANDOM_CDC, examples
 from oracle.spark import SPARK_PARTITIONS
 
 import ivm
@@ -162,7 +162,7 @@ def test_explain_shows_rules_and_roles() -> None:
 
 # --- Spark mode: the same operator, on one partition -----------------------------------------
 
-@settings(RANDOM_CDC, max_examples=1)
+@settings(RANDOM_CDC, max_examples=examples(1))
 @given(data=st.data())
 def test_cyclic_joins_on_spark(data: st.DataObject, spark: Any,
                                tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -18,7 +18,7 @@ import sqlglot
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from oracle.harness import Epoch, Harness, run_workload
-from oracle.settings import RANDOM_CDC
+from oracle.settings import RANDOM_CDC, examples
 from oracle.spark import SPARK_PARTITIONS
 
 import ivm
@@ -195,7 +195,7 @@ def test_scripted_rows_move_between_matched_and_padded() -> None:
 # --- Spark mode ------------------------------------------------------------------------
 
 
-@settings(RANDOM_CDC, max_examples=1)
+@settings(RANDOM_CDC, max_examples=examples(1))
 @given(data=st.data())
 def test_where_pushdown_on_spark(data: st.DataObject, spark: Any,
                                  tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from oracle.harness import MODES, Epoch, Harness, run_workload
-from oracle.settings import RANDOM_CDC
+from oracle.settings import RANDOM_CDC, examples
 from oracle.spark import SPARK_PARTITIONS
 
 import ivm
@@ -44,7 +44,7 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
 }
 
 EPOCHS = 12
-CASE_CDC = settings(RANDOM_CDC, max_examples=1)
+CASE_CDC = settings(RANDOM_CDC, max_examples=examples(1))
 
 Case = tuple[list[str], dict[str, str], dict[str, str]]
 
@@ -397,7 +397,7 @@ SPARK_ORACLE = {
 }
 
 
-@settings(RANDOM_CDC, max_examples=1)
+@settings(RANDOM_CDC, max_examples=examples(1))
 @given(data=st.data())
 def test_windows_on_spark(data: st.DataObject, spark: Any,
                           tmp_path_factory: pytest.TempPathFactory) -> None:

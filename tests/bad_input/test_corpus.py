@@ -8,6 +8,10 @@ case that left anything behind fails there, and its session is dropped). A case'
 before is the one its predecessor was checked against, unless a good batch came between:
 one follows every fifth case (one table's rows, in turn), every tenth every table's and a
 check of every view against DuckDB's recomputation; and the corpus ends with one.
+
+``make test`` runs ``SAMPLE``: the first case of every entry point and error class, and
+every third case of the rest; ``make test-deep`` runs every case (the rest are marked
+``deep``).
 """
 
 from __future__ import annotations
@@ -26,6 +30,9 @@ from bad_input.runner import check_message, invoke, rejects_and_keeps
 from bad_input.unchanged import State, assert_unchanged, assert_views_recompute, capture
 from ivm.views.cli import main
 
+pytestmark = pytest.mark.xdist_group("bad_input_corpus")
+"""Under xdist, one worker runs the module: its module-scoped fixtures are made once."""
+
 CORPUS: list[Case] = [*batch_cases.CASES, *ddl_cases.CASES, *api_cases.CASES, *cli_cases.CASES]
 _count = itertools.count(1)
 
@@ -36,10 +43,37 @@ def test_the_corpus_is_large_and_its_ids_unique() -> None:
     assert len(ids) >= 150
 
 
+EVERY = 3
+"""Beyond the first case of each entry point and error class, ``make test`` runs every
+``EVERY``-th case of the corpus."""
+
+
+def entry(case: Case) -> tuple[str, str]:
+    """A case's entry point and error class."""
+    return case.call, case.error.__name__
+
+
+def sample(corpus: list[Case]) -> set[str]:
+    """The ids of the cases ``make test`` runs (see the module docstring), and every xfail."""
+    firsts = {entry(case): case.id for case in reversed(corpus)}
+    return ({case.id for i, case in enumerate(corpus) if i % EVERY == 0 or case.xfail}
+            | set(firsts.values()))
+
+
+SAMPLE = sample(CORPUS)
+
+
+def test_the_sample_has_every_entry_point_and_error_class() -> None:
+    assert {entry(c) for c in CORPUS if c.id in SAMPLE} == {entry(c) for c in CORPUS}
+    assert len(SAMPLE) < len(CORPUS) / 2
+
+
 def params() -> list[Any]:
     found = []
     for case in CORPUS:
         marks = [pytest.mark.xfail(strict=True, reason=case.xfail)] if case.xfail else []
+        if case.id not in SAMPLE:
+            marks.append(pytest.mark.deep)
         found.append(pytest.param(case, id=case.id, marks=marks))
     return found
 

@@ -17,6 +17,9 @@ from bad_input.cases import SHOP_ROWS, order
 from bad_input.runner import rejects_and_keeps
 from bad_input.unchanged import assert_views_recompute
 
+pytestmark = pytest.mark.xdist_group("bad_input_corpus_spark")
+"""Under xdist, one worker runs the module: its module-scoped fixtures are made once."""
+
 SCHEMA = """
 CREATE TABLE orders (id BIGINT PRIMARY KEY, customer VARCHAR NOT NULL, amount DECIMAL(12, 2),
                      qty INTEGER, tags VARCHAR[], day DATE);

@@ -85,6 +85,7 @@ from hypothesis import assume
 from hypothesis import strategies as st
 
 import ivm
+from oracle.settings import shortened
 
 WEIGHT = "__w"
 
@@ -589,6 +590,9 @@ class Harness:
     """Compare float values exactly too (data where DuckDB's answer is order-free)."""
     connect: Callable[[], Any] = ivm.connect
     """Opens the session under test; called again by ``reopen`` (persistent state)."""
+    existing: bool = False
+    """The state ``connect`` reaches holds the tables already (a copy of one made before):
+    their DDL runs in the oracle only; ``adopt`` then takes over what the state holds."""
     views: dict[str, str] = field(default_factory=dict, init=False)
     oracle_sql: dict[str, str] = field(default_factory=dict, init=False)
     """Per view, the SQL the oracle computes when it is not the view's own (see above)."""
@@ -609,7 +613,7 @@ class Harness:
         }
         self.db = self.connect()
         self.oracle = duckdb.connect()
-        for statement in ddl:
+        for statement in ddl if not self.existing else ():
             self.db.execute(statement)
         for spec in self.specs.values():
             self.oracle.execute(spec.plain_ddl())
@@ -665,6 +669,21 @@ class Harness:
             self.applied[name] = Counter(rows_of(self.db.read(name)))
         for name in views:
             self.check_view(name)
+
+    def adopt(self, views: Mapping[str, str], epochs: Sequence[Epoch] = ()) -> None:
+        """Take over a state made before (``existing``): it holds ``views`` and has applied
+        ``epochs`` (already checked when they ran). The oracle applies the epochs and
+        creates the views; then every table and view is checked against it."""
+        for epoch in epochs:
+            self.history.append(epoch)
+            for change in epoch.changes:
+                self._apply_to_oracle(change)
+        for name, sql in views.items():
+            self.oracle.execute(f"CREATE VIEW {quote(name)} AS {sql}")
+            self.views[name] = self.oracle_sql[name] = sql
+            self.applied[name] = Counter(rows_of(self.db.read(name)))
+        self.check_tables("the state taken over")
+        self.check_views("the state taken over")
 
     def drop_view(self, name: str) -> None:
         """Drop a view in ivm and the oracle: it is no longer checked."""
@@ -857,6 +876,7 @@ def run_workload(
     reopen_every: int = 0,
     oracle: Mapping[str, str] | None = None,
     exact_floats: bool = False,
+    shorten: bool = True,
 ) -> int:
     """Run a random CDC workload drawn from hypothesis ``data`` (``st.data()``).
 
@@ -867,8 +887,13 @@ def run_workload(
     again (by ``connect``, which must then reach persistent state) every n epochs.
     ``oracle`` overrides the oracle's SQL per view (see the module docstring);
     ``exact_floats`` compares float values exactly too (``Harness.exact_floats``).
+    ``make test`` runs the workload's first epochs only (``settings.shortened``: about
+    half, at least two, past the first reopen); ``make test-deep``, or ``shorten=False``
+    (a test that must find a sabotage in them), all ``epochs``.
     Returns the number of epochs checked with the views in place.
     """
+    if shorten:
+        epochs = shortened(epochs, reopen_every)
     random_workload(data)
     harness = Harness(tables_ddl, domains, connect=connect, exact_floats=exact_floats)
     try:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle.harness import run_workload
-from oracle.settings import RANDOM_CDC
+from oracle.settings import RANDOM_CDC, examples
 from oracle.spark import SPARK_PARTITIONS
 
 import ivm
@@ -63,7 +63,7 @@ def test_exists_star_keeps_only_the_columns_named() -> None:
     assert sources and all("r.s" not in line for line in sources)
 
 
-@settings(RANDOM_CDC, max_examples=1)
+@settings(RANDOM_CDC, max_examples=examples(1))
 @given(data=st.data())
 def test_where_over_inner_joins_on_spark(data: st.DataObject, spark: Any,
                                          tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from oracle.settings import RANDOM_CDC
+from oracle.settings import RANDOM_CDC, examples
 
 import ivm
 from ivm.views import loading
@@ -115,7 +115,7 @@ STREAM_DDL = """
 """
 
 
-@settings(RANDOM_CDC, max_examples=6)
+@settings(RANDOM_CDC, max_examples=examples(6))
 @given(epochs=st.lists(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 2),
                                           st.integers(0, 9), st.booleans()), max_size=9),
                        min_size=1, max_size=4))

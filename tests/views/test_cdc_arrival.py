@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from oracle.settings import RANDOM_CDC
+from oracle.settings import RANDOM_CDC, examples
 
 import ivm
 
@@ -121,7 +121,7 @@ EVENTS = st.lists(
 )
 
 
-@settings(RANDOM_CDC, max_examples=15)  # small workloads: several of them
+@settings(RANDOM_CDC, max_examples=examples(15))  # small workloads: several of them
 @given(batches=st.lists(EVENTS, min_size=1, max_size=4))
 def test_random_debezium_streams_with_key_only_changes(batches: list[list[tuple]]) -> None:
     """Random Debezium events, each valid against a model of the table: creates of free

@@ -22,6 +22,9 @@ from oracle.rows import rows
 
 import ivm
 
+pytestmark = pytest.mark.xdist_group("crash")
+"""Under xdist, one worker runs the module: its module-scoped fixtures are made once."""
+
 DDL = """
     CREATE TABLE customers (id BIGINT PRIMARY KEY, region VARCHAR);
     CREATE TABLE orders (id BIGINT PRIMARY KEY, customer BIGINT, amount DECIMAL(12,2));

@@ -14,7 +14,9 @@ test then reopens the state and checks:
 * after a clean close, no temporary file is left in the state directory.
 
 Each point runs against the views its code serves (operator points against a view with
-that operator), so a kill costs a small state's epochs.
+that operator), so a kill costs a small state's epochs. ``make test`` kills at ``SAMPLE``,
+a point of every kind (the name before its first ``.`` or ``:``) and of every place
+against COMMIT; ``make test-deep`` at every point (the rest are marked ``deep``).
 
 **ENOSPC.** In process: a trace append raising ``OSError(ENOSPC)`` fails the ingest with
 an ``IvmError`` and changes nothing (tables, views, epoch), and the next epochs are
@@ -38,6 +40,9 @@ from soak_workload import COLUMNS, DDL, VIEWS, Oracle, check_exact
 
 import ivm
 from ivm import faults
+
+pytestmark = pytest.mark.xdist_group("faults")
+"""Under xdist, one worker runs the module: its module-scoped fixtures are made once."""
 
 HERE = Path(__file__).parent
 
@@ -84,6 +89,26 @@ POINTS: dict[str, tuple[str, tuple[str, ...], int]] = {
     "snapshot.manifest": (AFTER, DEFAULT_VIEWS, 1),
     "snapshot.renamed": (AFTER, DEFAULT_VIEWS, 1),
 }
+
+SAMPLE = (
+    "open.connected", "snapshot.taken", "transaction.begun", "ddl.manifest", "checks.rules",
+    "operator:join", "trace.append", "commit.before", "commit.after", "arrangement.merge",
+    "row_index.applied", "time_index.update", "compaction.deleted", "snapshot.array",
+)
+"""The points ``make test`` kills at: one of every kind, the snapshot's at open and at
+close, and COMMIT's both sides (``test_the_sample_covers_every_kind`` keeps it so)."""
+
+
+def kind(point: str) -> str:
+    """A point's kind: its name before the first ``.`` or ``:`` (``operator:join``:
+    ``operator``)."""
+    return point.split(":")[0].split(".")[0]
+
+
+def sampled(points: list[str], sample: tuple[str, ...]) -> list[object]:
+    """``points`` as parameters, those outside ``sample`` in the deep profile only."""
+    return [p if p in sample else pytest.param(p, marks=pytest.mark.deep) for p in points]
+
 
 TEMPORARY = (".new-", ".tmp", ".wal")
 """Parts of file names that mark a file as temporary: none may stay after a clean close."""
@@ -181,7 +206,13 @@ def expected_after(point: str, finished: list[str]) -> tuple[int, bool]:
     return epoch, "create" in steps and "drop" not in steps
 
 
-@pytest.mark.parametrize("point", list(POINTS))
+def test_the_sample_covers_every_kind() -> None:
+    assert set(SAMPLE) <= set(POINTS)
+    assert {kind(p) for p in SAMPLE} == {kind(p) for p in [*POINTS, *faults.POINTS]}
+    assert {POINTS[p][0] for p in SAMPLE} == {BEFORE, AFTER, EITHER}
+
+
+@pytest.mark.parametrize("point", sampled(list(POINTS), SAMPLE))
 def test_killed_at_a_fault_point_reopens_exact(
     tmp_path: Path, server: Server, base_states: dict, point: str
 ) -> None:
@@ -228,7 +259,8 @@ def snapshot(db: ivm.Session) -> dict[str, list]:
     return found
 
 
-@pytest.mark.parametrize("point", ["trace.append", "trace.appended"])
+@pytest.mark.parametrize("point", sampled(["trace.append", "trace.appended"],
+                                           ("trace.appended",)))
 def test_a_full_disk_while_appending_to_a_trace_changes_nothing(
     tmp_path: Path, armed: None, point: str
 ) -> None:
@@ -258,7 +290,8 @@ def test_a_full_disk_while_appending_to_a_trace_changes_nothing(
     assert stray_files(state) == []
 
 
-@pytest.mark.parametrize("point", ["snapshot.begin", "snapshot.array", "snapshot.manifest"])
+@pytest.mark.parametrize("point", sampled(["snapshot.begin", "snapshot.array",
+                                            "snapshot.manifest"], ("snapshot.array",)))
 def test_a_full_disk_while_saving_a_snapshot_warns_and_loses_nothing(
     tmp_path: Path, armed: None, point: str
 ) -> None:

@@ -5,6 +5,10 @@ in the middle of an epoch, and the epoch still applies exactly once.
 A process holds one SparkContext, and the test session's is ``local``: the test starts
 the cluster and runs this file as a script against it (the ``scenario``), which checks
 every epoch against the oracle and says which worker it killed.
+
+Four JVMs and a cluster's start cost about two minutes of the 2-core machine, so the test
+is in the deep profile (``make test-deep``); ``make test`` keeps exactly-once under
+failed and retried tasks on local Spark (``test_spark_mode.py``).
 """
 
 from __future__ import annotations
@@ -88,6 +92,7 @@ def scenario(master: str, root: Path) -> None:
     spark.stop()
 
 
+@pytest.mark.deep
 def test_a_killed_worker_mid_epoch_applies_the_epoch_exactly_once(tmp_path: Path) -> None:
     from ivm.views.spark.local_cluster import LocalCluster
 

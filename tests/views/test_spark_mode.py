@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import re
+import shutil
 from collections import Counter
 from decimal import Decimal
 from pathlib import Path
@@ -22,6 +23,9 @@ from oracle.spark import SPARK_PARTITIONS
 import ivm
 from ivm.execution.spark.tasks import FailurePoint
 from ivm.storage.partitions import PartitionLog
+
+pytestmark = pytest.mark.xdist_group("spark_mode")
+"""Under xdist, one worker runs the module: its module-scoped fixtures are made once."""
 
 ORDERS = (
     "CREATE TABLE orders (id BIGINT PRIMARY KEY, customer VARCHAR, amount DECIMAL(12,2), "
@@ -58,10 +62,49 @@ def spark_connect(spark: Any, path: Path) -> Any:
     return lambda: ivm.connect(path, spark=spark, partitions=SPARK_PARTITIONS)
 
 
+@pytest.fixture(scope="module")
+def states(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Two closed states, made (and checked by the oracle) once for the module: the tables
+    and VIEWS, empty; and the same after SCRIPT[0] (epoch 1). A test works on a copy:
+    CREATE VIEW in Spark mode runs a Spark job per view, and a copy reopens in one."""
+    root = tmp_path_factory.mktemp("spark-states")
+    made = Harness([ORDERS, CUSTOMERS], connect=spark_connect(spark, root / "empty"))
+    try:
+        made.create_views(VIEWS)
+    finally:
+        made.close()
+    shutil.copytree(root / "empty", root / "loaded")
+    made = Harness([ORDERS, CUSTOMERS], connect=spark_connect(spark, root / "loaded"),
+                   existing=True)
+    try:
+        made.adopt(VIEWS)
+        made.apply(Epoch.of(SCRIPT[0]))
+    finally:
+        made.close()
+    return {"empty": root / "empty", "loaded": root / "loaded"}
+
+
+def copied(states: dict[str, Path], which: str, spark: Any, tmp_path: Path) -> Harness:
+    """A harness over a copy (at ``tmp_path / "state"``) of state ``which``, checked."""
+    shutil.copytree(states[which], tmp_path / "state")
+    h = Harness([ORDERS, CUSTOMERS], connect=spark_connect(spark, tmp_path / "state"),
+                existing=True)
+    h.adopt(VIEWS, [Epoch.of(SCRIPT[0])] if which == "loaded" else [])
+    return h
+
+
 @pytest.fixture
-def harness(spark: Any, tmp_path: Path) -> Any:
-    h = Harness([ORDERS, CUSTOMERS], connect=spark_connect(spark, tmp_path / "state"))
-    h.create_views(VIEWS)
+def harness(states: dict[str, Path], spark: Any, tmp_path: Path) -> Any:
+    """The tables and VIEWS, empty, at epoch 0."""
+    h = copied(states, "empty", spark, tmp_path)
+    yield h
+    h.close()
+
+
+@pytest.fixture
+def loaded(states: dict[str, Path], spark: Any, tmp_path: Path) -> Any:
+    """The tables and VIEWS after SCRIPT[0], at epoch 1."""
+    h = copied(states, "loaded", spark, tmp_path)
     yield h
     h.close()
 
@@ -112,15 +155,14 @@ def test_spark_mode_equals_embedded_mode(spark: Any, tmp_path: Path) -> None:
 # --- exactly once ---------------------------------------------------------------------------
 
 
-def test_tasks_retried_after_writing_apply_their_epoch_once(harness: Any, tmp_path: Path) -> None:
+def test_tasks_retried_after_writing_apply_their_epoch_once(loaded: Any, tmp_path: Path) -> None:
     # Every task of every stage fails once, after it committed its epoch; Spark
     # retries it, and the retry must re-emit the stored change, not apply it again.
     # (The second epoch: deletes and updates of both tables, after a first load.)
-    harness.apply(Epoch.of(SCRIPT[0], fmt="weighted"))
     markers = tmp_path / "failures"
     markers.mkdir()
-    harness.db.failure = FailurePoint(stage="", attempts=(0,), marker=str(markers))
-    harness.apply(Epoch.of(SCRIPT[2], fmt="debezium"))
+    loaded.db.failure = FailurePoint(stage="", attempts=(0,), marker=str(markers))
+    loaded.apply(Epoch.of(SCRIPT[2], fmt="debezium"))
     # A stage's directory: .../t<n>-orders/table or .../v<n>-revenue/s4-join.
     stages = {re.sub(r"^([tv])\d+-", r"\1-", f.read_text().rsplit("/", 2)[-2])
               for f in markers.iterdir()}
@@ -139,9 +181,8 @@ def test_tasks_retried_before_writing(harness: Any, tmp_path: Path) -> None:
     assert len(list(markers.iterdir())) >= 2  # two attempts of a task failed, the third ran
 
 
-def test_failed_ingest_applies_nothing_anywhere(harness: Any, tmp_path: Path) -> None:
-    harness.apply(Epoch.of(SCRIPT[0]))
-    db = harness.db
+def test_failed_ingest_applies_nothing_anywhere(loaded: Any, tmp_path: Path) -> None:
+    db = loaded.db
     # The view stages fail on every attempt: the table stages have applied the epoch
     # by then, and must be rolled back.
     db.failure = FailurePoint(stage="-revenue/", attempts=None)
@@ -151,14 +192,13 @@ def test_failed_ingest_applies_nothing_anywhere(harness: Any, tmp_path: Path) ->
     assert db.epoch == 1
     assert max(partition_epochs(tmp_path / "state")) == 1
     db.failure = None
-    harness.apply(Epoch.of(SCRIPT[2]))  # the oracle never saw the failed batch
+    loaded.apply(Epoch.of(SCRIPT[2]))  # the oracle never saw the failed batch
 
 
 def test_epoch_left_ahead_by_a_dead_driver_is_rolled_back_when_reopened(
-    harness: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    loaded: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    harness.apply(Epoch.of(SCRIPT[0]))
-    db = harness.db
+    db = loaded.db
     # Every stage succeeds, then the driver fails to commit the epoch and dies
     # before rolling the partitions back.
     monkeypatch.setattr(db._catalog, "advance_sql", lambda: "UPDATE no_such_table SET x = 1")
@@ -168,10 +208,10 @@ def test_epoch_left_ahead_by_a_dead_driver_is_rolled_back_when_reopened(
     monkeypatch.undo()
     ahead = partition_epochs(tmp_path / "state")
     assert ahead[2] > 0, f"no partition applied the failed epoch: {ahead}"
-    harness.reopen()  # recovery rolls those partitions back; reopen checks every relation
+    loaded.reopen()  # recovery rolls those partitions back; reopen checks every relation
     assert max(partition_epochs(tmp_path / "state")) == 1
     for ops in SCRIPT[1:3]:
-        harness.apply(Epoch.of(ops))
+        loaded.apply(Epoch.of(ops))
 
 
 # --- the Spark SQL catalog -----------------------------------------------------------------
@@ -181,10 +221,9 @@ def _bag(table: pa.Table) -> Counter:
     return Counter(rows_of(table))
 
 
-def test_views_and_tables_are_read_through_spark_sql(harness: Any, spark: Any) -> None:
-    db = harness.db
-    for ops in SCRIPT[:2]:
-        harness.apply(Epoch.of(ops))
+def test_views_and_tables_are_read_through_spark_sql(loaded: Any, spark: Any) -> None:
+    db = loaded.db
+    loaded.apply(Epoch.of(SCRIPT[1]))
     for name in [*VIEWS, "orders", "customers"]:
         read = db.read(name)
         through_sql = spark.sql(f"SELECT * FROM {name}").toArrow()
@@ -192,7 +231,7 @@ def test_views_and_tables_are_read_through_spark_sql(harness: Any, spark: Any) -
         assert through_sql.column_names == read.column_names == frame.column_names
         assert _bag(through_sql) == _bag(read) == _bag(frame), name
     # A query over a view sees the current contents after every epoch.
-    harness.apply(Epoch.of(SCRIPT[2]))
+    loaded.apply(Epoch.of(SCRIPT[2]))
     total = spark.sql("SELECT SUM(n) AS n FROM revenue").toArrow().column("n")[0].as_py()
     assert total == sum(db.read("revenue").column("n").to_pylist())
     assert _bag(spark.sql("SELECT * FROM busy").toArrow()) == _bag(db.read("busy"))
@@ -221,15 +260,14 @@ def test_odd_names_in_spark_sql(spark: Any, tmp_path: Path) -> None:
 # --- Spark DataFrames as batches ---------------------------------------------------------
 
 
-def test_spark_dataframes_are_batches(harness: Any, spark: Any) -> None:
-    db = harness.db
-    harness.apply(Epoch.of(SCRIPT[0]))
+def test_spark_dataframes_are_batches(loaded: Any, spark: Any) -> None:
+    db = loaded.db
     schema = "id BIGINT, customer STRING, amount DECIMAL(12,2), qty INT"
     rows = [(7, "a", Decimal("6.00"), 2), (8, "b", Decimal("4.00"), None)]
     db.ingest("orders", spark.createDataFrame(rows, schema))
-    harness._apply_to_oracle(Epoch.of({"orders": [("insert", r) for r in rows]}).changes[0])
-    harness.check_tables("after a Spark DataFrame of inserts")
-    harness.check_views("after a Spark DataFrame of inserts")
+    loaded._apply_to_oracle(Epoch.of({"orders": [("insert", r) for r in rows]}).changes[0])
+    loaded.check_tables("after a Spark DataFrame of inserts")
+    loaded.check_views("after a Spark DataFrame of inserts")
     # A weighted DataFrame: delete one row, update another (its columns in another order).
     weighted = spark.createDataFrame(
         [(-1, 7, "a", Decimal("6.00"), 2), (-1, 8, "b", Decimal("4.00"), None),
@@ -238,15 +276,14 @@ def test_spark_dataframes_are_batches(harness: Any, spark: Any) -> None:
     )
     db.ingest("orders", weighted)
     ops = [("delete", rows[0]), ("update", rows[1], (8, "c", Decimal("40.00"), 5))]
-    harness._apply_to_oracle(Epoch.of({"orders": ops}).changes[0])
-    harness.check_tables("after a weighted Spark DataFrame")
-    harness.check_views("after a weighted Spark DataFrame")
+    loaded._apply_to_oracle(Epoch.of({"orders": ops}).changes[0])
+    loaded.check_tables("after a weighted Spark DataFrame")
+    loaded.check_views("after a weighted Spark DataFrame")
     assert db.epoch == 3
 
 
-def test_bad_spark_dataframes_are_rejected_whole(harness: Any, spark: Any) -> None:
-    db = harness.db
-    harness.apply(Epoch.of(SCRIPT[0]))
+def test_bad_spark_dataframes_are_rejected_whole(loaded: Any, spark: Any) -> None:
+    db = loaded.db
     before = {n: _bag(db.read(n)) for n in [*VIEWS, "orders"]}
     missing = spark.createDataFrame([(10, "a")], "id BIGINT, customer STRING")
     with pytest.raises(ivm.SchemaError, match="amount"):
@@ -266,9 +303,8 @@ def test_bad_spark_dataframes_are_rejected_whole(harness: Any, spark: Any) -> No
 # --- constraints, DDL and state --------------------------------------------------------------
 
 
-def test_constraint_errors_change_nothing(harness: Any) -> None:
-    db = harness.db
-    harness.apply(Epoch.of(SCRIPT[0]))
+def test_constraint_errors_change_nothing(loaded: Any) -> None:
+    db = loaded.db
     with pytest.raises(ivm.ConstraintError, match="not there"):
         db.ingest("orders", [{"id": 42, "customer": "a", "amount": Decimal("1.00"), "qty": 1,
                               "__w": -1}])
@@ -276,35 +312,34 @@ def test_constraint_errors_change_nothing(harness: Any) -> None:
         db.ingest({"orders": [{"id": 1, "customer": "z", "amount": Decimal("1.00"), "qty": 1}],
                    "customers": [{"name": "z", "region": "west"}]})
     assert db.epoch == 1
-    harness.check_tables("after rejected batches")
-    harness.check_views("after rejected batches")
+    loaded.check_tables("after rejected batches")
+    loaded.check_views("after rejected batches")
     # Upsert replaces the row with the same key.
     db.ingest("orders", [{"id": 1, "customer": "c", "amount": Decimal("2.00"), "qty": 9}],
               mode="upsert")
-    harness._apply_to_oracle(Epoch.of({"orders": [
+    loaded._apply_to_oracle(Epoch.of({"orders": [
         ("update", order(1), order(1, "c", "2.00", 9))]}).changes[0])
-    harness.check_tables("after an upsert")
-    harness.check_views("after an upsert")
+    loaded.check_tables("after an upsert")
+    loaded.check_views("after an upsert")
 
 
-def test_ddl_scripts_are_atomic(harness: Any, spark: Any) -> None:
-    db = harness.db
-    harness.apply(Epoch.of(SCRIPT[0]))
+def test_ddl_scripts_are_atomic(loaded: Any, spark: Any) -> None:
+    db = loaded.db
     with pytest.raises(ivm.IvmError):
         db.execute("CREATE VIEW extra AS SELECT id FROM orders; DROP VIEW busy; "
                    "CREATE VIEW broken AS SELECT nope FROM orders")
     assert "extra" not in db.views and not spark.catalog.tableExists("extra")
-    harness.check_views("after a failed script")  # busy is still there, files included
+    loaded.check_views("after a failed script")  # busy is still there, files included
     db.execute("CREATE VIEW passing AS SELECT id FROM orders; DROP VIEW passing")
     assert not spark.catalog.tableExists("passing")
     db.execute("CREATE OR REPLACE VIEW big_orders AS SELECT id, amount FROM orders "
                "WHERE amount > 8")
-    harness.views["big_orders"] = "SELECT id, amount FROM orders WHERE amount > 8"
-    harness.oracle_sql["big_orders"] = harness.views["big_orders"]
-    harness.oracle.execute("CREATE OR REPLACE VIEW big_orders AS "
+    loaded.views["big_orders"] = "SELECT id, amount FROM orders WHERE amount > 8"
+    loaded.oracle_sql["big_orders"] = loaded.views["big_orders"]
+    loaded.oracle.execute("CREATE OR REPLACE VIEW big_orders AS "
                            "SELECT id, amount FROM orders WHERE amount > 8")
-    harness.applied["big_orders"] = Counter(rows_of(db.read("big_orders")))
-    harness.apply(Epoch.of(SCRIPT[1]))
+    loaded.applied["big_orders"] = Counter(rows_of(db.read("big_orders")))
+    loaded.apply(Epoch.of(SCRIPT[1]))
 
 
 def test_explain_lists_the_spark_stages(harness: Any) -> None:
@@ -418,33 +453,32 @@ def test_a_changed_plan_rebuilds_the_view_on_spark(
         harness.close()
 
 
-def test_replacing_the_newest_view_keeps_its_state_on_spark(harness: Any) -> None:
+def test_replacing_the_newest_view_keeps_its_state_on_spark(loaded: Any) -> None:
     # A creation number is never reused, so the replacement's files are its own: the old
     # files go at commit, and a script that fails leaves the old view's files in place.
-    db = harness.db
-    harness.apply(Epoch.of(SCRIPT[0]))
+    db = loaded.db
     newest = "SELECT customer, SUM(qty) AS q FROM orders GROUP BY customer"
     db.execute(f"CREATE VIEW newest AS {newest}")
-    harness.oracle.execute(f"CREATE VIEW newest AS {newest}")
-    harness.views["newest"] = harness.oracle_sql["newest"] = newest
-    harness.applied["newest"] = Counter(rows_of(db.read("newest")))
+    loaded.oracle.execute(f"CREATE VIEW newest AS {newest}")
+    loaded.views["newest"] = loaded.oracle_sql["newest"] = newest
+    loaded.applied["newest"] = Counter(rows_of(db.read("newest")))
     with pytest.raises(ivm.SqlError):
         db.execute("CREATE OR REPLACE VIEW newest AS SELECT customer FROM orders; "
                    "CREATE VIEW broken AS SELECT nope FROM orders")
-    harness.check_views("after a failed replacement")
+    loaded.check_views("after a failed replacement")
     replaced = "SELECT customer, MAX(qty) AS q FROM orders GROUP BY customer"
     db.execute(f"CREATE OR REPLACE VIEW newest AS {replaced}")
-    harness.oracle.execute(f"CREATE OR REPLACE VIEW newest AS {replaced}")
-    harness.views["newest"] = harness.oracle_sql["newest"] = replaced
-    harness.applied["newest"] = Counter(rows_of(db.read("newest")))
-    harness.check_views("after the replacement")
-    harness.apply(Epoch.of(SCRIPT[1]))
+    loaded.oracle.execute(f"CREATE OR REPLACE VIEW newest AS {replaced}")
+    loaded.views["newest"] = loaded.oracle_sql["newest"] = replaced
+    loaded.applied["newest"] = Counter(rows_of(db.read("newest")))
+    loaded.check_views("after the replacement")
+    loaded.apply(Epoch.of(SCRIPT[1]))
     # DROP … CASCADE: revenue and busy (which reads it) go, files and catalog entries too
     db.execute("DROP VIEW revenue CASCADE")
-    harness.oracle.execute("DROP VIEW busy; DROP VIEW revenue")
+    loaded.oracle.execute("DROP VIEW busy; DROP VIEW revenue")
     for name in ("revenue", "busy"):
-        harness.views.pop(name), harness.oracle_sql.pop(name), harness.applied.pop(name)
+        loaded.views.pop(name), loaded.oracle_sql.pop(name), loaded.applied.pop(name)
         assert name not in db.views
-    assert not [d for d in (harness.db.root / "views").iterdir() if "revenue" in d.name]
-    harness.apply(Epoch.of(SCRIPT[2]))
-    harness.reopen()
+    assert not [d for d in (loaded.db.root / "views").iterdir() if "revenue" in d.name]
+    loaded.apply(Epoch.of(SCRIPT[2]))
+    loaded.reopen()

@@ -26,6 +26,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from oracle.harness import MODES, run_workload
+from oracle.settings import examples
 from oracle.spark import SPARK_PARTITIONS
 from test_sql_constructs import RANDOM_CDC
 
@@ -77,7 +78,7 @@ VIEWS = {
 
 
 @pytest.mark.parametrize("view", list(VIEWS))
-@settings(RANDOM_CDC, max_examples=2)
+@settings(RANDOM_CDC, max_examples=examples(2))
 @given(data=st.data())
 def test_running_aggregate(view: str, data: st.DataObject) -> None:
     # Tables are emptied often ("clear"): groups and their extremes come and go.
@@ -85,7 +86,7 @@ def test_running_aggregate(view: str, data: st.DataObject) -> None:
                  modes=(*MODES, "clear"))
 
 
-@settings(RANDOM_CDC, max_examples=2)
+@settings(RANDOM_CDC, max_examples=examples(2))
 @given(data=st.data())
 def test_running_aggregate_survives_reopening(data: st.DataObject,
                                               tmp_path_factory: pytest.TempPathFactory) -> None:
@@ -139,7 +140,7 @@ def test_sum_and_avg_of_one_column_share_their_state() -> None:
 
 # --- the same in Spark mode: equal to DuckDB, so to embedded mode -----------------------
 
-@settings(RANDOM_CDC, max_examples=1)
+@settings(RANDOM_CDC, max_examples=examples(1))
 @given(data=st.data())
 def test_running_aggregate_on_spark(data: st.DataObject, spark: Any,
                                     tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from oracle.harness import run_workload
-from oracle.settings import RANDOM_CDC
+from oracle.settings import RANDOM_CDC, examples
 
 import ivm
 from ivm.execution import embedded
@@ -43,7 +43,7 @@ CHAINS = {
 }
 
 
-@settings(RANDOM_CDC, max_examples=3)
+@settings(RANDOM_CDC, max_examples=examples(3))
 @given(data=st.data())
 def test_chains_stay_exact(data: st.DataObject) -> None:
     assume(data.draw(st.integers(0, 3), label="a random workload") > 0)

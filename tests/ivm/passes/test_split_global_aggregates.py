@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle.harness import run_workload
-from oracle.settings import RANDOM_CDC
+from oracle.settings import RANDOM_CDC, examples
 from oracle.spark import SPARK_PARTITIONS
 
 import ivm
@@ -170,7 +170,7 @@ def test_explain_shows_the_partitioned_partials_and_why_the_merge_is_alone(spark
     assert "do not merge from partials" in spark_db.explain("w")
 
 
-@settings(RANDOM_CDC, max_examples=1)
+@settings(RANDOM_CDC, max_examples=examples(1))
 @given(data=st.data())
 def test_split_global_aggregates_on_spark(data: st.DataObject, spark: Any,
                                           tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -15,6 +15,9 @@ import ivm
 from ivm.execution.spark.epoch_job import reading_order
 from ivm.execution.spark.executor import bucket_salts
 
+pytestmark = pytest.mark.xdist_group("epoch_job")
+"""Under xdist, one worker runs the module: its module-scoped fixtures are made once."""
+
 VIEWS = {
     "per_customer": "SELECT customer, SUM(amount) AS total, COUNT(*) AS n FROM orders "
                     "GROUP BY customer",
