@@ -32,6 +32,7 @@ commits), and can always be rebuilt from its durable copy.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -59,9 +60,9 @@ class Batch:
     def __len__(self) -> int:
         return len(self.keys)
 
-    @property
+    @functools.cached_property
     def nbytes(self) -> int:
-        """Bytes held by the batch's arrays."""
+        """Bytes held by the batch's arrays (an immutable batch's: counted once)."""
         return self.rows.nbytes + self.keys.nbytes + self.hashes.nbytes + self.weights.nbytes
 
     def find(self, wanted: np.ndarray) -> np.ndarray:

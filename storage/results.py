@@ -8,6 +8,8 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from ivm.errors import ExecutionError
+
 
 def fetch_first(
     con: duckdb.DuckDBPyConnection, sql: str, parameters: list[Any] | None = None
@@ -37,3 +39,12 @@ def fetch_arrow(con: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", SMALL_RESULT_COPY, UserWarning)
         return con.execute(sql).to_arrow_table()
+
+
+def written(con: duckdb.DuckDBPyConnection, sql: str) -> int:
+    """Run an INSERT into state; the rows it wrote (ExecutionError if DuckDB fails)."""
+    try:
+        rows = con.execute(sql).fetchall()
+    except duckdb.Error as error:
+        raise ExecutionError(f"appending to state failed: {error}") from error
+    return int(rows[0][0]) if rows and rows[0] and rows[0][0] is not None else 0

@@ -208,7 +208,7 @@ class EmbeddedEngine:
         check_batches(s, batches)
         try:
             with s._transaction(ExecutionError):
-                changed = s._apply(batches, upsert)
+                changed = s._apply(batches, upsert, direct=True)
                 check_changes(s, changed)
                 s._advance_epoch(changed)
                 applied = time.perf_counter()

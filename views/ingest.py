@@ -35,6 +35,7 @@ from ivm.storage.results import fetch_arrow
 from ivm.views.arrival import arrived
 from ivm.views.definitions import ViewDef
 from ivm.views.diagnose import ViewFailed, explain_failure
+from ivm.views.direct_changes import append_returning, direct_views
 from ivm.views.recompute import recompute_pays, recomputed_change
 
 if TYPE_CHECKING:
@@ -99,9 +100,13 @@ class Ingest(_Base):
     def _count_epoch(self) -> None:
         self._catalog.epoch += 1
 
-    def _apply(self, batches: dict[str, pa.Table], upsert: bool) -> dict[str, str]:
+    def _apply(
+        self, batches: dict[str, pa.Table], upsert: bool, direct: bool = False
+    ) -> dict[str, str]:
         """Validate and apply every change inside the open transaction; returns the
-        scratch tables holding each changed view's consolidated change."""
+        scratch tables holding each changed view's consolidated change (``direct``: the
+        views that may take the direct path do, ``views.direct_changes``: their changes are
+        in ``_direct_changes``, and their scratch tables are not made)."""
         profile = self._profile
         with profile.phase("checks"):
             changes = self._table_changes(batches, upsert, check=True)
@@ -111,6 +116,9 @@ class Ingest(_Base):
             epoch=self._catalog.epoch + 1, memory=self._operator_memory,
             arrangements=self._arrangements, registered=self._registered_batches,
         )
+        rows = sum(b.num_rows for b in batches.values() if isinstance(b, pa.Table))
+        self._direct = direct_views(self, rows) if direct else frozenset()
+        self._direct_changes = {}
         return self._run_views(runner, changes, commits)
 
     def _run_views(
@@ -136,6 +144,7 @@ class Ingest(_Base):
                     profile.views[view.name] = time.perf_counter() - start
                     if scratch is not None:
                         changed_views[view.name] = scratch
+                    if scratch is not None and view.name not in self._direct_changes:
                         commits.append(
                             (self._names.relation_trace(view.name), changes[view.name])
                         )
@@ -257,9 +266,16 @@ class Ingest(_Base):
                 return None
             consolidated = consolidate_sql(delta, view.schema.names)
             start = time.perf_counter()
-            rows = run_sql(
-                self._con, f"CREATE OR REPLACE TEMP TABLE {scratch} AS {consolidated}", view.name
-            )
+            if view.name in self._direct:  # appended and fetched at once (views.direct_changes)
+                appended = append_returning(self, view, consolidated)
+                rows = appended.num_rows
+                if rows:
+                    self._direct_changes[view.name] = appended
+            else:
+                rows = run_sql(
+                    self._con, f"CREATE OR REPLACE TEMP TABLE {scratch} AS {consolidated}",
+                    view.name,
+                )
             self._profile.record(view.name, OUTPUT, time.perf_counter() - start, rows)
         except IterationLimitError as error:  # replaying the epoch would only repeat it
             raise IterationLimitError(f"view {view.name!r}: {error}") from None
@@ -276,6 +292,7 @@ class Ingest(_Base):
     ) -> ExecutionError:
         """The ingest's failure in the user's terms: the epoch is replayed in a throwaway
         transaction up to the failing view, whose expressions are then tried one by one."""
+        self._direct, self._direct_changes = frozenset(), {}  # every change in its scratch
         self._con.execute("BEGIN TRANSACTION").fetchall()
         try:
             changes = self._table_changes(batches, upsert, check=False)
@@ -312,6 +329,7 @@ class Ingest(_Base):
         compacted, the profile kept, subscribers told; returns the changes by view."""
         with profile.phase("results"):
             result = {view: self._fetch_change(view, changed) for view in self._views}
+        self._direct, self._direct_changes = frozenset(), {}
         with profile.phase("compaction"):
             self._engine.compact()
         self.last_profile = profile
@@ -320,6 +338,9 @@ class Ingest(_Base):
 
     def _fetch_change(self, view: str, changed: dict[str, str]) -> pa.Table:
         if view in changed:
+            direct = self._direct_changes.get(view)
+            if direct is not None:  # fetched when appended (views.direct_changes)
+                return direct
             return fetch_arrow(self._con, f"SELECT * FROM {changed[view]}")
         if view not in self._no_change:
             names = self._views[view].schema.names

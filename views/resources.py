@@ -37,8 +37,6 @@ from ivm.storage.memory import (
 if TYPE_CHECKING:
     from ivm.views.session import Session
 
-ROW_INDEX_BYTES = 24
-"""Bytes a row index holds per live row (``ivm.execution.row_index``)."""
 MEASURE_SHARE = 64
 """A change whose lower-bound size passes 1/MEASURE_SHARE of the limit has its strings
 measured (one statement); smaller ones are not worth a statement."""
@@ -87,7 +85,7 @@ def settle(session: Session) -> None:
 def held_bytes(session: Session) -> int:
     """The bytes the session's in-memory state holds now."""
     arranged = session._arrangements.nbytes()
-    indexes = ROW_INDEX_BYTES * sum(len(index) for index in session._row_indexes.values())
+    indexes = sum(index.nbytes for index in session._row_indexes.values())
     return arranged + indexes + session._ledger.nbytes()
 
 
@@ -112,7 +110,9 @@ def check_changes(session: Session, changed: Mapping[str, str]) -> None:
         columns = [(c.name, c.type) for c in session._views[view].schema.columns]
         rows = session._changed_rows.get(view, 0)
         sizes[view] = rows_bytes(rows, columns)
-        if sizes[view] * MEASURE_SHARE > budget.limit:
+        if view in session._direct_changes:  # fetched already (views.direct_changes)
+            sizes[view] = session._direct_changes[view].nbytes
+        elif sizes[view] * MEASURE_SHARE > budget.limit:
             sizes[view] = _measured(session._con, scratch, rows, columns)
     if not sizes:
         return

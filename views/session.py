@@ -98,6 +98,8 @@ class Session(Surface, Ddl, Ingest, ViewState, Names):
         self._compactor = Compactor()
         self._changed_rows: dict[str, int] = {}  # this epoch's, by table or view
         self._retractions: dict[str, int | None] = {}  # this epoch's rows of w < 0, by trace
+        self._direct: frozenset[str] = frozenset()  # views whose change is appended at once
+        self._direct_changes: dict[str, pa.Table] = {}  # …and their changes (direct_changes)
         self._tables: dict[str, TableSchema] = {}
         self._arrow_schemas: dict[str, pa.Schema] = {}
         self._views: dict[str, ViewDef] = {}

@@ -29,6 +29,7 @@ equality is DuckDB's, else by the statement that reads them (``ivm.operators.rea
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -45,7 +46,7 @@ from ivm.operators.base import At
 from ivm.plan.sql import W
 from ivm.schema import quote
 from ivm.storage.arrangement import Arrangement, with_weights
-from ivm.storage.results import fetch_arrow
+from ivm.storage.results import fetch_arrow, written
 from ivm.storage.sqltext import WEIGHT, key_hash_sql
 
 ROW_HASH = "__ivm_rh"
@@ -108,6 +109,11 @@ class _Unmerged:
     keys: np.ndarray
     hashes: np.ndarray
     weights: np.ndarray
+
+    @functools.cached_property
+    def nbytes(self) -> int:
+        """Bytes its values hold (counted once: they never change)."""
+        return self.values.nbytes
 
 
 class Arrangements:
@@ -256,9 +262,9 @@ class Arrangements:
         ``exporting``)."""
         faults.reached("trace.append")
         if not self._arranged.get(table):
-            written = _written(self.con, f"INSERT INTO {table} {rows}")
+            count = written(self.con, f"INSERT INTO {table} {rows}")
             faults.reached("trace.appended")
-            return written
+            return count
         columns = self.columns(table)
         names = [n for n, _ in columns]
         keys = list(self._arranged[table])
@@ -325,6 +331,10 @@ class Arrangements:
             self.con.execute("RESET SESSION arrow_lossless_conversion").fetchall()
             self._reset_owed = False
 
+    def arranged(self, table: str) -> bool:
+        """Whether ``table`` has an arrangement (its appends must keep it in step)."""
+        return bool(self._arranged.get(table))
+
     def forget(self, table: str) -> None:
         """Drop ``table``'s arrangements (dropped or rewritten outside an epoch)."""
         self._arranged.pop(table, None)
@@ -382,12 +392,3 @@ class Arrangements:
             return fetch_arrow(self.con, sql) if small else self.con.sql(sql).to_arrow_table()
         except duckdb.Error as error:
             raise ExecutionError(f"reading state failed: {error}") from error
-
-
-def _written(con: duckdb.DuckDBPyConnection, sql: str) -> int:
-    """Run an INSERT; the rows it wrote."""
-    try:
-        rows = con.execute(sql).fetchall()
-    except duckdb.Error as error:
-        raise ExecutionError(f"appending to state failed: {error}") from error
-    return int(rows[0][0]) if rows and rows[0] and rows[0][0] is not None else 0

@@ -78,7 +78,7 @@ class BoundedArrangements(Arrangements):
     def nbytes(self) -> int:
         """The bytes every arrangement holds, with the rows held for its next read."""
         held = sum(a.nbytes for by_key in self._arranged.values() for a in by_key.values())
-        return held + sum(r.values.nbytes for rows in self._unmerged.values() for r in rows)
+        return held + sum(r.nbytes for rows in self._unmerged.values() for r in rows)
 
     def forget(self, table: str) -> None:
         """As ``Arrangements.forget``, and ``table``'s declined arrangements forgotten."""
