@@ -103,14 +103,17 @@ class InvertibleAggregate(Operator):
         if delta is None:
             return None
         keys = self.aggregate.keys
-        if keys and fused_join(self.inputs[0]):
+        in_memory = self.in_memory and run.arranged
+        twice = bool(keys) and fused_join(self.inputs[0])
+        if twice and not in_memory:
             # A join's change is read twice (its groups, then the step): run it once.
             delta = run.materialize(self, "input", delta)
-        stepped = (self._stepped_in_memory(run, delta) if self.in_memory and run.arranged
-                   else InMemory.UNDECIDED)
+        stepped = self._stepped_in_memory(run, delta) if in_memory else InMemory.UNDECIDED
         if stepped is InMemory.NO_GROUP:
             return None
         if stepped is InMemory.UNDECIDED:
+            if twice and in_memory:  # the partial sums read it once; the statement, twice
+                delta = run.materialize(self, "input", delta)
             touched = f"SELECT DISTINCT {column_list(keys)} FROM ({delta}) AS __d"
             old = run.read(self, VERSIONS, At(keys, touched) if keys else None, live=True)
             versions = run.materialize(self, "versions", self.step_sql(delta, old))
