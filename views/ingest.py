@@ -173,9 +173,7 @@ class Ingest(_Base):
         self._retractions = {}
         for name, batch in batches.items():
             table = self._tables[name]
-            registered = f"__ivm_batch_{len(changes)}"
-            self._con.register(registered, batch)
-            self._registered_batches.append(registered)
+            registered = self._registered_batches.register("__ivm_batch_", batch)
             rows = f"SELECT {column_list(table.schema.names)}, {W} FROM {registered}"
             hashes = None
             if not (upsert and table.primary_key):
@@ -203,9 +201,7 @@ class Ingest(_Base):
         return rows, Change.read(self._con, f"SELECT * FROM {change}")
 
     def _unregister_batches(self) -> None:
-        for registered in self._registered_batches:
-            self._con.unregister(registered)
-        self._registered_batches.clear()
+        self._registered_batches.release()
 
     def _checked(self, table: TableSchema, hashes: Change, rows: str, check: bool) -> str:
         """The change ``rows`` as it applies to the stored rows (SQL reading it); with

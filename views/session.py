@@ -31,6 +31,7 @@ from ivm.errors import IvmError, SqlError, StateError
 from ivm.execution.bounded_arrangements import BoundedArrangements
 from ivm.execution.embedded import DEFAULT_ITERATION_LIMIT, OperatorMemory
 from ivm.execution.profile import EpochProfile
+from ivm.execution.registrations import Registrations
 from ivm.execution.row_index import RowIndex
 from ivm.guard import guard_public
 from ivm.passes.cyclic_joins import JoinPlan
@@ -115,7 +116,7 @@ class Session(Surface, Ddl, Ingest, ViewState, Names):
         self._columns_at_open: dict[str, tuple[tuple[str, str], ...]] | None = None
         self._profile = EpochProfile()  # the epoch running (or the last one)
         self.last_profile: EpochProfile | None = None  # the last epoch applied
-        self._registered_batches: list[str] = []  # Arrow batches DuckDB reads this epoch
+        self._registered_batches = Registrations(self._con)  # Arrow DuckDB reads this epoch
         self._on_commit: list[Callable[[], None]] = []  # run after the open transaction commits
         self._on_rollback: list[Callable[[], None]] = []  # …or, in reverse, after it rolls back
         self._pending_rebuilds: list[tuple[ViewDef, Manifest | None, str]] = []

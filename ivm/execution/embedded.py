@@ -32,6 +32,7 @@ from ivm.circuit.circuit import Circuit
 from ivm.execution.arrangements import Arrangements
 from ivm.execution.failures import construct_of, sql_failure
 from ivm.execution.profile import EpochProfile
+from ivm.execution.registrations import Registrations
 from ivm.execution.state import StateStore
 from ivm.operators.base import At, Operator
 from ivm.operators.reads import read_sql
@@ -98,7 +99,7 @@ class EpochRunner:
         epoch: int = 0,
         memory: OperatorMemory | None = None,
         arrangements: Arrangements | None = None,
-        registered: list[str] | None = None,
+        registered: Registrations | None = None,
         warming: bool = False,
     ) -> None:
         self.con = con
@@ -107,9 +108,9 @@ class EpochRunner:
         read (``views.warmup``): a change with no rows still flows to the operators above
         it, so that each reads its state at (no) keys."""
         self.arrangements = None if backfill else arrangements
-        self.slices: list[str] = [] if registered is None else registered
-        """Names of the Arrow tables registered with DuckDB for this epoch's reads: the
-        owner unregisters them once the epoch's transaction is over (``release``)."""
+        self.slices = Registrations(con) if registered is None else registered
+        """The Arrow tables registered with DuckDB for this epoch's reads: the owner
+        releases them once the epoch's transaction is over (``release``)."""
         self._memory = memory
         self.after_commit_actions: list[Callable[[], None]] = []
         self.iteration_limit = iteration_limit
@@ -209,17 +210,12 @@ class EpochRunner:
 
     def _register(self, kind: str, rows: pa.Table) -> str:
         """Register ``rows`` with DuckDB for the rest of the epoch; the name given them."""
-        name = f"__ivm_{kind}{len(self.slices)}_{self.epoch}"
-        self.con.register(name, rows)
-        self.slices.append(name)
-        return name
+        return self.slices.register(f"__ivm_{kind}", rows)
 
     def release(self) -> None:
-        """Unregister the Arrow tables this epoch's reads registered (after the epoch's
+        """Release the Arrow tables this epoch's reads registered (after the epoch's
         transaction: DuckDB refuses it inside one that failed)."""
-        for name in self.slices:
-            self.con.unregister(name)
-        self.slices.clear()
+        self.slices.release()
 
     def _trace_schema(self, op: Operator, role: str) -> Schema:
         """The columns of ``op``'s trace ``role``."""

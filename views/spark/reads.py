@@ -47,9 +47,7 @@ def live_sql(engine: SparkEngine, name: str) -> str:
     """The table's live rows, read from its partition files into the driver's DuckDB
     until the epoch ends (for ``views.arrival``: truncates and key-only deletes)."""
     s = engine.session
-    registered = f"__ivm_live_{len(s._registered_batches)}"
-    s._con.register(registered, read(engine, name))
-    s._registered_batches.append(registered)
+    registered = s._registered_batches.register("__ivm_live_", read(engine, name))
     return f"SELECT * FROM {registered}"
 
 
