@@ -25,6 +25,7 @@ from oracle.settings import RANDOM_CDC
 import ivm
 from ivm.execution import embedded
 from ivm.operators.join import DeltaJoin
+from ivm.storage import results
 
 SPOKES = 10
 TABLES = [
@@ -45,25 +46,35 @@ VIEW = ("SELECT d2.d_year AS sales_year, d3.d_year AS ship_year, c_sk, "
 
 @contextmanager
 def plans() -> Iterator[list[str]]:
-    """DuckDB's plans of the queries the statements run meanwhile write or insert."""
+    """DuckDB's plans of the queries the statements run meanwhile write or insert (through
+    ``run_sql``, or ``fetch_arrow``: a view's change appended with RETURNING)."""
     found: list[str] = []
-    run = embedded.run_sql
+    originals = {"run_sql": embedded.run_sql, "fetch_arrow": results.fetch_arrow}
 
-    def spy(con: Any, sql: str, *where: Any) -> int:
+    def planned(con: Any, sql: str) -> None:
         query = re.sub(r"^(CREATE OR REPLACE TEMP TABLE \S+ AS |INSERT INTO \S+ )", "", sql)
+        query = re.sub(r" RETURNING .*$", "", query, flags=re.DOTALL)
         if query.startswith("SELECT"):
             found.append(con.execute("EXPLAIN " + query).fetchall()[0][1])
-        return run(con, sql, *where)
 
-    holders = [m for name, m in sys.modules.items()
-               if name.startswith("ivm") and getattr(m, "run_sql", None) is run]
-    for module in holders:
-        module.run_sql = spy  # type: ignore[attr-defined]
+    def run_spy(con: Any, sql: str, *where: Any) -> int:
+        planned(con, sql)
+        return originals["run_sql"](con, sql, *where)
+
+    def fetch_spy(con: Any, sql: str) -> Any:
+        planned(con, sql)
+        return originals["fetch_arrow"](con, sql)
+
+    spies = {"run_sql": run_spy, "fetch_arrow": fetch_spy}
+    holders = [(m, name) for key, m in sys.modules.items() if key.startswith("ivm")
+               for name, original in originals.items() if getattr(m, name, None) is original]
+    for module, name in holders:
+        setattr(module, name, spies[name])
     try:
         yield found
     finally:
-        for module in holders:
-            module.run_sql = run  # type: ignore[attr-defined]
+        for module, name in holders:
+            setattr(module, name, originals[name])
 
 
 def test_no_delta_term_is_a_cross_product() -> None:
