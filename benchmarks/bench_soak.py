@@ -9,11 +9,12 @@ deleted, so the live data keeps its size), and a few rows of every other table. 
 is checked against DuckDB recomputing it over an independent copy of the tables (the
 oracle); also at the end. Printed per reopen: throughput (changed rows per second of
 ``ingest``), the median epoch time of the stretch, the process's RSS and the state's
-bytes on disk (the directory after ``close``; beside it, the bytes of the DuckDB file's
-free blocks, which DuckDB reuses but never gives back, and ``db.stats()``'s estimate of
-trace bytes). At the end: the state against a fresh load of the same live data (a new
-state, the same views, the live rows in one epoch but one order, closed), epoch times of
-the first and last stretches, RSS growth after warm-up (from the first reopen on).
+bytes on disk (the directory after ``close``; beside it, the bytes of the DuckDB file in
+free blocks, which DuckDB reuses but gives back only at the file's end, and
+``db.stats()``'s estimate of trace bytes). At the end: the state against a fresh load of
+the same live data (a new state, the same views, the live rows in one epoch but one
+order, closed), epoch times of the first and last stretches, RSS growth after warm-up
+(from the first reopen on).
 
     .venv/bin/python benchmarks/bench_soak.py [--epochs 1000] [--reopen-every 100]
         [--orders 200000] [--state DIR]
@@ -83,11 +84,19 @@ def trace_bytes(db: ivm.Session) -> int:
     return sum(s.state_bytes for s in db.stats().values())
 
 
-def free_bytes(db: ivm.Session) -> int:
-    """The bytes of the state's DuckDB file in free blocks (just opened: as the close left
-    them)."""
-    sizes = db.sql("SELECT free_blocks * block_size AS free FROM pragma_database_size()")
-    return int(sizes.column("free")[0].as_py())
+def database_file_bytes(state: Path) -> int:
+    """The bytes of the state's DuckDB file."""
+    return sum(p.stat().st_size for p in state.glob("*.duckdb"))
+
+
+def free_bytes(db: ivm.Session, file_bytes: int) -> int:
+    """The bytes of the state's DuckDB file (``file_bytes`` at the close) not in a used
+    block, just opened (the blocks as the close left them). Not DuckDB's free blocks: its
+    count goes on holding the blocks past the end of a file it truncated."""
+    sizes = db.sql(
+        "SELECT (total_blocks - free_blocks) * block_size AS used FROM pragma_database_size()"
+    )
+    return max(0, file_bytes - int(sizes.column("used")[0].as_py()))
 
 
 def soak(
@@ -121,11 +130,12 @@ def soak(
         if epoch % reopen_every == 0 or epoch == epochs:
             db.close()
             stretch = Stretch(epoch, seconds, rows, 0, directory_bytes(state), 0)
+            file_bytes = database_file_bytes(state)
             db = ivm.connect(str(state))
             assert db.epoch == epoch, (db.epoch, epoch)
             check_exact(db, oracle, f"reopened at epoch {epoch}")
             stretch.rss, stretch.trace_bytes = rss_bytes(), trace_bytes(db)
-            stretch.free_bytes = free_bytes(db)
+            stretch.free_bytes = free_bytes(db, file_bytes)
             result.stretches.append(stretch)
             if report:
                 report(stretch)
@@ -151,9 +161,9 @@ def fresh_load_bytes(state: Path, oracle: Oracle) -> tuple[int, int]:
         db.execute(DDL + ";".join(f"CREATE VIEW {n} AS {q}" for n, q in VIEWS.items()))
         db.ingest({**live, "orders": orders.slice(0, orders.num_rows - 1)})
         db.ingest({"orders": orders.slice(orders.num_rows - 1)})
-    closed = directory_bytes(state)
+    closed, file_bytes = directory_bytes(state), database_file_bytes(state)
     with ivm.connect(str(state)) as db:
-        return closed, free_bytes(db)
+        return closed, free_bytes(db, file_bytes)
 
 
 def _mb(count: int) -> str:
