@@ -152,7 +152,7 @@ def fresh_load_bytes(state: Path, oracle: Oracle) -> tuple[int, int]:
     """The bytes of a new state holding the oracle's live rows, closed, and of its DuckDB
     file's free blocks. The rows go in one epoch but for one order, inserted by a second:
     the in-memory indexes an operator builds at its first change (the ASOF join's time
-    indexes, 6.7 MB of the 1,000-epoch soak's saved indexes) are then saved beside the
+    indexes, 6.4 MB of the 1,000-epoch soak's saved indexes) are then saved beside the
     fresh state as they are beside the soak's, as they would be after any epoch."""
     shutil.rmtree(state, ignore_errors=True)
     live = {name: oracle.table(name) for name in COLUMNS}
