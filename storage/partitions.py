@@ -39,7 +39,7 @@ import duckdb
 from ivm.storage.memory import spill_directory
 from ivm.storage.results import fetch_first
 from ivm.storage.sqltext import WEIGHT, quote
-from ivm.storage.traces import TailSize, compact
+from ivm.storage.traces import TailSize, compact, release_blocks
 
 META = "__ivm_partition"
 UNDO = "__ivm_undo"
@@ -294,6 +294,7 @@ def compact_due(con: duckdb.DuckDBPyConnection, keys: dict[str, Sequence[str]]) 
                 f"UPDATE {TAILS} SET base = ?, appended = 0, retracted = 0 WHERE target = ?",
                 [kept, target],
             ).fetchall()
+            release_blocks(con)
 
 
 def roll_back_ahead(file: Path, committed: int) -> bool:

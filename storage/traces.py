@@ -114,6 +114,7 @@ class Compactor:
         for table, size in self.sizes.items():
             if size.due():
                 size.compacted(compact(con, table, keys.get(table, ())))
+                release_blocks(con)
 
     def forget(self, table: str) -> None:
         """Stop tracking a dropped trace."""
@@ -157,6 +158,17 @@ class Compactor:
         ).fetchall():
             self.sizes[str(name)] = TailSize(int(base), int(appended), bool(empty),
                                              int(retracted), bool(known))
+
+
+def release_blocks(con: duckdb.DuckDBPyConnection) -> None:
+    """Checkpoint after a compaction (outside a transaction), so that the blocks of the
+    rows it replaced are free for what is written next. Until DuckDB's own checkpoint (at
+    16 MB of log) a compacted trace holds its old and its new rows in the file, and so
+    does every trace compacted before that checkpoint; a DuckDB file never shrinks, so
+    the file keeps the room of all of them at once (the 1,000-epoch soak's: 40 of 123
+    blocks free). Checkpointed one by one, a compaction reuses its predecessors' blocks.
+    Without a file (an in-memory database) this is a no-op."""
+    con.execute("CHECKPOINT").fetchall()
 
 
 def compact(con: duckdb.DuckDBPyConnection, table: str, key: Sequence[str]) -> int:
