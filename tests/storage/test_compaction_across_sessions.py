@@ -1,10 +1,11 @@
 """Compaction counts a trace's tail across sessions (found by the soak,
 ``benchmarks/bench_soak.py``, reopened every 100 epochs). Counted per session, a trace
-gaining fewer than ``COMPACT_MIN_ROWS`` (50k) rows between an open and a close was never
-compacted, however many sessions passed: after the 1,000-epoch soak the recursive view's
-derivations trace held 311,897 rows that consolidate to 1, and a job reopening its state
-for every batch would never compact at all. A clean close now keeps every trace's tail in
-the catalog database (``Compactor.save``) and the next open takes it back."""
+gaining fewer than ``COMPACT_MIN_ROWS`` (50k then, 5k now) rows between an open and a
+close was never compacted, however many sessions passed: after the 1,000-epoch soak the
+recursive view's derivations trace held 311,897 rows that consolidate to 1, and a job
+reopening its state for every batch would never compact at all. A clean close now keeps
+every trace's tail in the catalog database (``Compactor.save``) and the next open takes
+it back."""
 
 from __future__ import annotations
 
