@@ -144,7 +144,7 @@ class Ingest(_Base):
                     profile.views[view.name] = time.perf_counter() - start
                     if scratch is not None:
                         changed_views[view.name] = scratch
-                    if scratch is not None and view.name not in self._direct_changes:
+                    if view.name in changes:  # not a direct change: appended already
                         commits.append(
                             (self._names.relation_trace(view.name), changes[view.name])
                         )
@@ -280,7 +280,8 @@ class Ingest(_Base):
         self._changed_rows[view.name] = rows
         if rows == 0:  # the change cancelled out: nothing to append, fetch or propagate
             return None
-        changes[view.name] = f"SELECT * FROM {scratch}"
+        if view.name not in self._direct_changes:  # a direct change has no scratch table
+            changes[view.name] = f"SELECT * FROM {scratch}"
         return scratch
 
     def _explain_ingest(
