@@ -35,6 +35,7 @@ from ivm.execution.registrations import Registrations
 from ivm.execution.row_index import RowIndex
 from ivm.guard import guard_public
 from ivm.passes.cyclic_joins import JoinPlan
+from ivm.passes.factorize import factorize
 from ivm.plan.node import Plan
 from ivm.schema import Schema, TableSchema, quote
 from ivm.sql_frontend.planner import plan_query
@@ -45,6 +46,7 @@ from ivm.storage.manifest import Manifest
 from ivm.storage.memory import MemoryBudget
 from ivm.storage.naming import TableNames
 from ivm.storage.traces import Compactor
+from ivm.views.aggregate_plans import aggregate_plan_for, aggregate_plan_property
 from ivm.views.concurrency import ReadCursors, serialize_public
 from ivm.views.ddl import Ddl
 from ivm.views.definitions import TableInfo, ViewDef, ViewInfo, table_info, view_info
@@ -193,6 +195,7 @@ class Session(Surface, Ddl, Ingest, ViewState, Names):
         self._iteration_limit = limit
 
     join_plan = join_plan_property()
+    aggregate_plan = aggregate_plan_property()
     recompute_fraction = recompute_fraction_property()
     memory_limit = memory_limit_property()
 
@@ -345,7 +348,8 @@ class Session(Surface, Ddl, Ingest, ViewState, Names):
     def _plan(self, sql: str, origin: Origin = TEXT_START) -> Plan:
         relations = {n: t.schema for n, t in self._tables.items()}
         relations.update({n: v.schema for n, v in self._views.items()})
-        return plan_query(sql, relations, self._describe, origin=origin)
+        plan = plan_query(sql, relations, self._describe, origin=origin)
+        return factorize(plan, self._describe, aggregate_plan_for(self, sql))
 
     def _circuit(self, plan: Plan, name: str, join_plan: JoinPlan | None = None) -> Circuit:
         """The incremental circuit this session runs for a view's plan (its engine's)."""

@@ -3,6 +3,10 @@
 As in sqlglot's optimizer, each pass is given only the keyword options its
 signature names (``optimize(circuit, partitioned=True)`` reaches only the passes
 that take ``partitioned``).
+
+One pass runs before there is a circuit: ``factorize`` rewrites a view's logical plan
+(an aggregate over a join into a tree of partial aggregates), so that both modes
+incrementalize the rewritten plan.
 """
 
 from __future__ import annotations
