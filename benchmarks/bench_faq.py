@@ -17,14 +17,22 @@ load), the median epoch, and the state the session holds (``db.stats()``), again
 running the view's query over plain tables holding the same rows. The view must equal
 DuckDB's answer at the end.
 
-    .venv/bin/python benchmarks/bench_faq.py [--rows 20000] [--keys 2700] [--changes 100]
+With ``--spark``, the same in Spark mode (``local[2]``, ``--partitions`` partitions,
+state in a temporary folder): there the flat plan is binary joins, which keep each
+intermediate join result as state, and the state column is the partitions' files.
+
+    .venv/bin/python benchmarks/bench_faq.py [--rows 20000] [--keys 1500] [--changes 100]
+        [--spark] [--partitions 2]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
+import tempfile
 import time
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -102,11 +110,36 @@ def recompute(plain: duckdb.DuckDBPyConnection, chain: Chain) -> tuple[float, pa
     return seconds, plain.sql("SELECT * FROM answer").to_arrow_table()
 
 
-def run(plan: str, args: argparse.Namespace, console: Console) -> dict[str, float]:
+def local_spark() -> Any:
+    """A local[2] Spark session configured as bench_spark's."""
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]").appName("ivm-bench-faq")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.memory", "6g")
+        .config("spark.pyspark.python", sys.executable)
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.python.unix.domain.socket.enabled", "true")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def connect(args: argparse.Namespace, spark: Any) -> ivm.Session:
+    if spark is None:
+        return ivm.connect()
+    folder = tempfile.mkdtemp(prefix="bench-faq-")
+    return ivm.connect(folder, spark=spark, partitions=args.partitions)
+
+
+def run(plan: str, args: argparse.Namespace, console: Console, spark: Any) -> dict[str, float]:
     chain = Chain(args.rows, args.keys)
     plain = duckdb.connect()
     join_rows = None
-    with ivm.connect() as db:
+    with connect(args, spark) as db:
         db.aggregate_plan = plan
         db.execute(ddl())
         db.ingest({t: chain.table(t) for t in TABLES})
@@ -129,7 +162,7 @@ def run(plan: str, args: argparse.Namespace, console: Console) -> dict[str, floa
         if not ours.sort_by(keys).equals(answer.cast(ours.schema).sort_by(keys)):
             raise SystemExit(f"{plan}: the view differs from DuckDB's answer")
         stats = db.stats()
-        state = sum(s.state_bytes + s.memory_bytes for s in stats.values())
+        state = sum(s.state_bytes + (s.memory_bytes or 0) for s in stats.values())
         inputs = sum(stats[t].state_bytes for t in TABLES)
     console.print(f"{plan}: the join holds {join_rows:,} rows "
                   f"({join_rows / (4 * args.rows):.0f}x the inputs); equal to DuckDB")
@@ -140,18 +173,22 @@ def run(plan: str, args: argparse.Namespace, console: Console) -> dict[str, floa
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=20_000)
-    parser.add_argument("--keys", type=int, default=2_700)
+    parser.add_argument("--keys", type=int, default=1_500)
     parser.add_argument("--changes", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--spark", action="store_true")
+    parser.add_argument("--partitions", type=int, default=2)
     args = parser.parse_args()
     console = Console()
+    spark = local_spark() if args.spark else None
+    mode = f"Spark mode, {args.partitions} partitions" if spark is not None else "embedded"
     table = Table(title=f"SUM over a 4-table chain, {args.rows:,} rows each, "
-                        f"{args.changes} changed rows an epoch")
+                        f"{args.changes} changed rows an epoch ({mode})")
     for column in ("plan", "create view (s)", "epoch (ms)", "DuckDB query (ms)", "speed-up",
                    "state (MB)", "state / inputs"):
         table.add_column(column, justify="right")
     for plan in ("factorized", "flat"):
-        r = run(plan, args, console)
+        r = run(plan, args, console, spark)
         table.add_row(plan, f"{r['created']:.2f}", f"{1000 * r['epoch']:.1f}",
                       f"{1000 * r['recompute']:.1f}", f"{r['recompute'] / r['epoch']:.1f}x",
                       f"{r['state'] / 1e6:.1f}", f"{r['state'] / max(r['inputs'], 1):.1f}x")

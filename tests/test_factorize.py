@@ -111,7 +111,9 @@ def test_where_it_applies() -> None:
     with ivm.connect() as db:
         db.execute(f"{A}; {B}; {C}; CREATE TABLE dim (j INTEGER PRIMARY KEY, g INTEGER); "
                    "CREATE TABLE f (j INTEGER, x DOUBLE, y INTEGER)")
-        assert db.aggregate_plan == "auto"
+        assert db.aggregate_plan == "flat"
+        assert "__f" not in db.check(CHAINS["chain3"]).plan  # the default
+        db.aggregate_plan = "auto"
         views = {
             "fans_out": CHAINS["chain3"],  # no keys: auto factorizes
             "key_join": "SELECT dim.g, SUM(f.y) AS s FROM f JOIN dim ON f.j = dim.j GROUP BY 1",
@@ -133,10 +135,10 @@ def test_where_it_applies() -> None:
             db.aggregate_plan = "tree"
 
 
-def test_a_fan_out_chain_keeps_no_join_state() -> None:
+def test_a_fan_out_chain_is_summed_by_its_factors() -> None:
     # Each of 30 a-rows meets 30 b-rows meets 30 c-rows per key: the flat join holds
     # 27,000 rows per key, the factors one row per (key, group).
-    with ivm.connect() as db:
+    with _factorized() as db:
         db.execute(f"{A}; {B}; {C}; CREATE VIEW v AS {CHAINS['chain3']}")
         db.ingest({"a": [{"i": n % 2, "j": 1, "v": n} for n in range(30)],
                    "b": [{"j": 1, "l": 1, "v": n} for n in range(30)],
@@ -144,6 +146,7 @@ def test_a_fan_out_chain_keeps_no_join_state() -> None:
         assert sorted(db.read("v").to_pylist(), key=lambda r: (r["i"], r["k"]))[0] == {
             "i": 0, "k": 0, "s": sum(range(0, 30, 2)) * sum(range(30)) * 15, "n": 15 * 30 * 15}
         db.ingest("b", [{"j": 1, "l": 1, "v": 0, "__w": -1}])  # one row out: n falls by 225
+        assert "__f" in db.explain("v")
         assert {r["n"] for r in db.read("v").to_pylist()} == {15 * 29 * 15}
 
 

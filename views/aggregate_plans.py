@@ -1,10 +1,11 @@
 """Whether a view's aggregates over joins are factorized: the session's ``aggregate_plan``,
 or a hint in the view.
 
-``db.aggregate_plan`` is ``"auto"`` (the default: a GROUP BY of sums and counts over an
-acyclic join whose join fans out, some edge on no primary key, is maintained as a tree
-of partial aggregates, ``ivm.passes.factorize``), ``"factorized"`` (wherever that
-applies) or ``"flat"`` (never: the aggregate over the whole join). It applies to views
+``db.aggregate_plan`` is ``"flat"`` (the default: the aggregate over the whole join),
+``"auto"`` (a GROUP BY of sums and counts over an acyclic join that fans out, some
+edge on no primary key, is maintained as a tree of partial aggregates,
+``ivm.passes.factorize``, which says what that costs and gains) or ``"factorized"``
+(wherever that applies). It applies to views
 planned while it is set. A view forces its own with a hint comment after a ``SELECT``
 of its query: ``SELECT /*+ factorize */ …`` or ``SELECT /*+ no_factorize */ …``.
 """
@@ -38,7 +39,7 @@ def aggregate_plan_property() -> property:
     """``Session.aggregate_plan``: how views planned from now on keep aggregates over joins."""
 
     def get(session: object) -> str:
-        return getattr(session, "_aggregate_plan", "auto")
+        return getattr(session, "_aggregate_plan", "flat")
 
     def set_(session: object, plan: str) -> None:
         if plan not in AGGREGATE_PLANS:
@@ -47,7 +48,7 @@ def aggregate_plan_property() -> property:
         session._aggregate_plan = plan  # type: ignore[attr-defined]
 
     return property(get, set_, doc=(
-        "How views planned from now on maintain SUM/COUNT over joins: 'auto' (default; "
-        "factorized into partial aggregates where the join fans out), 'factorized' "
-        "(wherever possible) or 'flat'. A view's own hint, SELECT /*+ factorize */ or "
-        "SELECT /*+ no_factorize */, overrides it."))
+        "How views planned from now on maintain SUM/COUNT over joins: 'flat' (default; "
+        "the aggregate over the whole join), 'auto' (factorized into partial aggregates "
+        "where the join fans out) or 'factorized' (wherever possible). A view's own hint, "
+        "SELECT /*+ factorize */ or SELECT /*+ no_factorize */, overrides it."))
