@@ -28,11 +28,11 @@ the flat plan. Results are cast back to the flat plan's types.
 It applies to an ``Aggregate`` over a projection of an inner ``Join`` (or a filter
 over one) whose condition is equalities of columns of two tables and predicates of
 one table, whose tables form a tree, whose keys are columns and whose calls are
-``SUM(product of one-table terms)``, ``COUNT(*)`` and ``COUNT(column)``. ``"flat"`` (the session's default) never
-factorizes; ``"auto"`` factorizes where the flat join fans out: some join edge has
-neither side on a base table's primary key (a key/foreign-key star keeps the flat
-plan, whose join already has one row per fact row); ``"factorized"`` wherever it
-applies.
+``SUM(product of one-table terms)``, ``COUNT(*)`` and ``COUNT(column)``. ``"flat"``
+(the session's default) never factorizes; ``"auto"`` factorizes where the flat join
+fans out: some join edge has neither side on a base table's primary key (a
+key/foreign-key star keeps the flat plan, whose join already has one row per fact
+row); ``"factorized"`` wherever it applies.
 
 Measured (``benchmarks/bench_faq.py``, a four-table chain whose join is 595× its
 inputs): creating the view is 2.3× faster factorized (10.8× at 3,913×), but an epoch
