@@ -120,6 +120,7 @@ class _Factorizer:
             return None
         self.relations = join.relations
         self.owner = {c: i for i, r in enumerate(join.relations) for c in r.schema.names}
+        self.alias = _aliases(join.relations)
         self.exprs = dict(project.exprs)
         if not self._read_condition([*conjuncts(join.condition), *conjuncts(predicate)]):
             return None
@@ -292,6 +293,17 @@ class _Factorizer:
 
     # -- building the factors ----------------------------------------------------------------
 
+    def _count_name(self, table: int) -> str:
+        """The column of ``table``'s factor counting its subtree's join rows."""
+        return f"__f_{self.alias[table]}_n"
+
+    def _sum_name(self, table: int, index: int) -> str:
+        """The column of ``table``'s factor holding call ``index``'s partial sum."""
+        return f"__f_{self.alias[table]}_s{index}"
+
+    def _count(self, table: int) -> exp.Expression:
+        return exp.Cast(this=_column(self._count_name(table)), to=exp.DataType.build("HUGEINT"))
+
     def _typed(self, node: Plan) -> Plan:
         inputs = [empty_relation(c.schema, weighted=False) for c in node.children()]
         return dataclasses.replace(node, schema=self.describe(node.plain(inputs)))
@@ -325,9 +337,9 @@ class _Factorizer:
         parts = [exp.Paren(this=t.copy()) for t in call.terms.get(table, [])]
         for child in self.children[table]:
             if self._has_terms(index, self._subtree(child)):
-                parts.append(_column(_sum_name(child, index)))
+                parts.append(_column(self._sum_name(child, index)))
             else:
-                parts.append(_count(child))
+                parts.append(self._count(child))
         if table == self.root:
             parts += [exp.Paren(this=c.copy()) for c in call.constants]
         return _product(parts)
@@ -340,15 +352,15 @@ class _Factorizer:
         keys += [self.exprs[k].name for k, t in self.key_table.items() if t in subtree]
         keys = list(dict.fromkeys(keys))
         exprs = [(k, _column(k)) for k in keys]
-        counts = [_count(c) for c in self.children[table]]
+        counts = [self._count(c) for c in self.children[table]]
         values: list[tuple[str, exp.Expression]] = []
         if counts:
-            values.append((_count_name(table), _product(counts)))
+            values.append((self._count_name(table), _product(counts)))
         for index in range(len(self.calls)):
             if self._has_terms(index, subtree):
-                values.append((_sum_name(table, index), self._partial(index, table)))
+                values.append((self._sum_name(table, index), self._partial(index, table)))
         project = self._typed(Project(joined.schema, joined, (*exprs, *values)))
-        calls = [AggregateCall(_count_name(table), "count_star")] if not counts else []
+        calls = [AggregateCall(self._count_name(table), "count_star")] if not counts else []
         calls += [AggregateCall(name, "sum", (name,)) for name, _ in values]
         return self._typed(Aggregate(project.schema, project, tuple(keys), tuple(calls)))
 
@@ -361,7 +373,7 @@ class _Factorizer:
         exprs = [(k, _column(self.exprs[k].name)) for k in self.node.keys]
         for index, call in enumerate(self.calls):
             if call.call.func == "count_star":
-                value = _product([_count(c) for c in self.children[self.root]])
+                value = _product([self._count(c) for c in self.children[self.root]])
             else:
                 value = self._partial(index, self.root)
             exprs.append((call.call.name, value))
@@ -384,16 +396,16 @@ def _column(name: str) -> exp.Column:
     return exp.column(exp.to_identifier(name, quoted=True))
 
 
-def _count_name(table: int) -> str:
-    return f"__f{table}_n"
-
-
-def _sum_name(table: int, index: int) -> str:
-    return f"__f{table}_s{index}"
-
-
-def _count(table: int) -> exp.Expression:
-    return exp.Cast(this=_column(_count_name(table)), to=exp.DataType.build("HUGEINT"))
+def _aliases(relations: Sequence[Plan]) -> dict[int, str]:
+    """A name per join input for its factor's columns: the alias its columns carry
+    (``b`` of ``b.j``), else its position."""
+    found = {}
+    for i, relation in enumerate(relations):
+        prefixes = {n.split(".", 1)[0] for n in relation.schema.names if "." in n}
+        found[i] = prefixes.pop() if len(prefixes) == 1 else str(i)
+    if len(set(found.values())) < len(found):
+        return {i: str(i) for i in found}
+    return found
 
 
 def _product(parts: Sequence[exp.Expression]) -> exp.Expression:
