@@ -50,11 +50,12 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
+from ivm.errors import IvmError
 from ivm.operators.aggregate import Aggregate, AggregateCall
 from ivm.operators.filter import Filter
 from ivm.operators.join import Join, conjuncts
 from ivm.operators.project import Project
-from ivm.operators.scan import Scan
+from ivm.passes.join_trees import JoinTree
 from ivm.plan.node import Plan
 from ivm.plan.sql import empty_relation
 from ivm.schema import Schema
@@ -87,9 +88,19 @@ def factorize(plan: Plan, describe: Describe, aggregate_plan: AggregatePlan) -> 
     for node in plan.walk():
         rebuilt = node.with_children([done[id(c)] for c in node.children()])
         if isinstance(rebuilt, Aggregate) and type(rebuilt) is Aggregate:
-            rebuilt = _Factorizer(rebuilt, describe, aggregate_plan).plan() or rebuilt
+            rebuilt = _factorized(rebuilt, describe, aggregate_plan) or rebuilt
         done[id(node)] = rebuilt
     return done[id(plan)]
+
+
+def _factorized(node: Aggregate, describe: Describe, options: AggregatePlan) -> Plan | None:
+    """``node`` factorized, or None where the pass does not apply. Should DuckDB not type
+    a factor (a DECIMAL product whose scale passes 38 in another order than the flat
+    plan's), the flat plan stays: it raises what it raises."""
+    try:
+        return _Factorizer(node, describe, options).plan()
+    except IvmError:
+        return None
 
 
 @dataclass
@@ -118,54 +129,29 @@ class _Factorizer:
             join, predicate = join.input, join.predicate
         if not isinstance(join, Join) or len(join.relations) < 2:
             return None
-        self.relations = join.relations
-        self.owner = {c: i for i, r in enumerate(join.relations) for c in r.schema.names}
+        tree = JoinTree.of(join.relations, [*conjuncts(join.condition), *conjuncts(predicate)])
+        if tree is None:
+            return None
+        self.tree = tree
         self.alias = _aliases(join.relations)
         self.exprs = dict(project.exprs)
-        if not self._read_condition([*conjuncts(join.condition), *conjuncts(predicate)]):
+        if not self._read_keys() or not self._read_calls():
             return None
-        if not self._read_keys() or not self._read_calls() or not self._tree():
+        if not tree.rooted(list(self.key_table.values())):
             return None
-        if self.options.choice == "auto" and not self._fans_out():
+        if self.options.choice == "auto" and not tree.fans_out(self.options.keys):
             return None
         return self._build()
 
     # -- reading the aggregate ---------------------------------------------------------------
 
-    def _tables_of(self, expression: exp.Expression) -> set[int] | None:
-        """The inputs whose columns ``expression`` reads (None: a column of none)."""
-        tables = set()
-        for column in expression.find_all(exp.Column):
-            if column.name not in self.owner:
-                return None
-            tables.add(self.owner[column.name])
-        if any(expression.find_all(exp.AggFunc, exp.Window, exp.Subquery, exp.Star)):
-            return None
-        return tables
-
-    def _read_condition(self, terms: Sequence[exp.Expression]) -> bool:
-        self.edges: dict[frozenset[int], list[exp.Expression]] = {}
-        self.local: dict[int, list[exp.Expression]] = {}
-        for term in terms:
-            tables = self._tables_of(term)
-            if tables is None or not tables:
-                return False
-            if len(tables) == 1:
-                self.local.setdefault(next(iter(tables)), []).append(term)
-                continue
-            if not (isinstance(term, exp.EQ) and len(tables) == 2
-                    and all(isinstance(s, exp.Column) for s in (term.left, term.right))):
-                return False
-            self.edges.setdefault(frozenset(tables), []).append(term)
-        return True
-
     def _read_keys(self) -> bool:
         self.key_table: dict[str, int] = {}
         for key in self.node.keys:
             expression = self.exprs.get(key)
-            if not isinstance(expression, exp.Column) or expression.name not in self.owner:
+            if not isinstance(expression, exp.Column) or expression.name not in self.tree.owner:
                 return False
-            self.key_table[key] = self.owner[expression.name]
+            self.key_table[key] = self.tree.owner[expression.name]
         return True
 
     def _read_calls(self) -> bool:
@@ -182,7 +168,7 @@ class _Factorizer:
             if expression is None:
                 return False
             if call.func == "count":
-                tables = self._tables_of(expression)
+                tables = self.tree.tables_of(expression)
                 if tables is None or len(tables) != 1:
                     return False
                 counted = exp.Cast(
@@ -191,7 +177,7 @@ class _Factorizer:
                     to=exp.DataType.build("INTEGER"))
                 self.calls.append(_Call(call, {next(iter(tables)): [counted]}, []))
                 continue
-            if not self._exact(self.node.input.schema.type_of(call.args[0])):
+            if not _exact(self.node.input.schema.type_of(call.args[0])):
                 return False
             read = self._product(expression)
             if read is None:
@@ -216,7 +202,7 @@ class _Factorizer:
         terms: dict[int, list[exp.Expression]] = {}
         constants = []
         for factor in factors:
-            tables = self._tables_of(factor)
+            tables = self.tree.tables_of(factor)
             if tables is None or len(tables) > 1:
                 return None
             if tables:
@@ -224,72 +210,6 @@ class _Factorizer:
             else:
                 constants.append(factor)
         return terms, constants
-
-    @staticmethod
-    def _exact(type_: str) -> bool:
-        return type_.upper().startswith(EXACT_PREFIXES)
-
-    def _tree(self) -> bool:
-        """Whether the join edges make a tree over the inputs; if so, root it (``root``,
-        ``parent``, ``children``, ``order``) where its factors carry the fewest group keys
-        and, among those, where it is shortest (the fewest levels a change climbs)."""
-        count = len(self.relations)
-        if len(self.edges) != count - 1:
-            return False
-        neighbours: dict[int, set[int]] = {i: set() for i in range(count)}
-        for pair in self.edges:
-            a, b = sorted(pair)
-            neighbours[a].add(b)
-            neighbours[b].add(a)
-        best = None
-        for root in range(count):
-            parent, depth, order = {}, {root: 0}, [root]
-            for table in order:
-                for other in sorted(neighbours[table]):
-                    if other not in depth:
-                        parent[other], depth[other] = table, depth[table] + 1
-                        order.append(other)
-            if len(order) != count:
-                return False
-            carried = 0
-            for table, key_table in ((t, k) for t in parent for k in self.key_table.values()):
-                probe = key_table
-                while probe in parent and probe != table:
-                    probe = parent[probe]
-                carried += probe == table
-            score = (carried, max(depth.values()), root)
-            if best is None or score < best[0]:
-                best = (score, root, parent, order)
-        _, self.root, self.parent, self.order = best
-        self.children = {i: [] for i in range(count)}
-        for table in self.order[1:]:
-            self.children[self.parent[table]].append(table)
-        return True
-
-    def _fans_out(self) -> bool:
-        """Whether some join edge has neither side on a base table's primary key."""
-        return any(not any(self._keyed(t, pair, terms) for t in pair)
-                   for pair, terms in self.edges.items())
-
-    def _keyed(self, table: int, pair: frozenset[int], terms: list[exp.Expression]) -> bool:
-        """Whether ``table``'s side of an edge is a base table's primary key (seen through
-        the filters and renaming projections the planner put above its scan)."""
-        names = {c.name for t in terms for c in (t.left, t.right) if self.owner[c.name] == table}
-        node = self.relations[table]
-        while True:
-            if isinstance(node, Filter):
-                node = node.input
-            elif isinstance(node, Project):
-                renamed = {n: e for n, e in node.exprs if n in names}
-                if len(renamed) != len(names) or not all(
-                        isinstance(e, exp.Column) for e in renamed.values()):
-                    return False
-                names = {e.name for e in renamed.values()}
-                node = node.input
-            else:
-                break
-        key = self.options.keys.get(node.name, ()) if isinstance(node, Scan) else ()
-        return bool(key) and set(key) <= names
 
     # -- building the factors ----------------------------------------------------------------
 
@@ -308,22 +228,17 @@ class _Factorizer:
         inputs = [empty_relation(c.schema, weighted=False) for c in node.children()]
         return dataclasses.replace(node, schema=self.describe(node.plain(inputs)))
 
-    def _subtree(self, table: int) -> list[int]:
-        found = [table]
-        for child in self.children[table]:
-            found += self._subtree(child)
-        return found
-
     def _joined(self, table: int, factors: dict[int, Plan]) -> Plan:
         """Input ``table`` (its own predicates applied) joined with its children's factors."""
-        relation = self.relations[table]
-        if self.local.get(table):
-            predicate = _conjunction(self.local[table])
+        relation = self.tree.relations[table]
+        if self.tree.local.get(table):
+            predicate = _conjunction(self.tree.local[table])
             relation = self._typed(Filter(relation.schema, relation, predicate))
-        children = self.children[table]
+        children = self.tree.children[table]
         if not children:
             return relation
-        condition = _conjunction([t for c in children for t in self.edges[frozenset((table, c))]])
+        edges = self.tree.edges
+        condition = _conjunction([t for c in children for t in edges[frozenset((table, c))]])
         inputs = (relation, *(factors[c] for c in children))
         return self._typed(Join(relation.schema, inputs, condition))
 
@@ -335,24 +250,23 @@ class _Factorizer:
         children's partials (their counts where their subtrees have no terms)."""
         call = self.calls[index]
         parts = [exp.Paren(this=t.copy()) for t in call.terms.get(table, [])]
-        for child in self.children[table]:
-            if self._has_terms(index, self._subtree(child)):
+        for child in self.tree.children[table]:
+            if self._has_terms(index, self.tree.subtree(child)):
                 parts.append(_column(self._sum_name(child, index)))
             else:
                 parts.append(self._count(child))
-        if table == self.root:
+        if table == self.tree.root:
             parts += [exp.Paren(this=c.copy()) for c in call.constants]
         return _product(parts)
 
     def _factor(self, table: int, factors: dict[int, Plan]) -> Plan:
         joined = self._joined(table, factors)
-        subtree = self._subtree(table)
-        up = self.edges[frozenset((table, self.parent[table]))]
-        keys = [c.name for t in up for c in (t.left, t.right) if self.owner[c.name] == table]
+        subtree = self.tree.subtree(table)
+        keys = self.tree.up_columns(table)
         keys += [self.exprs[k].name for k, t in self.key_table.items() if t in subtree]
         keys = list(dict.fromkeys(keys))
         exprs = [(k, _column(k)) for k in keys]
-        counts = [self._count(c) for c in self.children[table]]
+        counts = [self._count(c) for c in self.tree.children[table]]
         values: list[tuple[str, exp.Expression]] = []
         if counts:
             values.append((self._count_name(table), _product(counts)))
@@ -366,20 +280,20 @@ class _Factorizer:
 
     def _build(self) -> Plan | None:
         factors: dict[int, Plan] = {}
-        for table in reversed(self.order):
-            if table != self.root:
+        for table in reversed(self.tree.order):
+            if table != self.tree.root:
                 factors[table] = self._factor(table, factors)
-        joined = self._joined(self.root, factors)
+        joined = self._joined(self.tree.root, factors)
         exprs = [(k, _column(self.exprs[k].name)) for k in self.node.keys]
         for index, call in enumerate(self.calls):
             if call.call.func == "count_star":
-                value = _product([self._count(c) for c in self.children[self.root]])
+                value = _product([self._count(c) for c in self.tree.children[self.tree.root]])
             else:
-                value = self._partial(index, self.root)
+                value = self._partial(index, self.tree.root)
             exprs.append((call.call.name, value))
         project = self._typed(Project(joined.schema, joined, tuple(exprs)))
         for name, _ in exprs[len(self.node.keys):]:
-            if not self._exact(project.schema.type_of(name)):
+            if not _exact(project.schema.type_of(name)):
                 return None
         calls = tuple(AggregateCall(c.call.name, "sum", (c.call.name,)) for c in self.calls)
         summed = self._typed(Aggregate(project.schema, project, self.node.keys, calls))
@@ -390,6 +304,10 @@ class _Factorizer:
                  for c in self.node.calls]
         result = self._typed(Project(summed.schema, summed, tuple(cast)))
         return result if result.schema == self.node.schema else None
+
+
+def _exact(type_: str) -> bool:
+    return type_.upper().startswith(EXACT_PREFIXES)
 
 
 def _column(name: str) -> exp.Column:
