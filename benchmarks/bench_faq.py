@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from typing import Any
@@ -37,6 +36,7 @@ from typing import Any
 import duckdb
 import numpy as np
 import pyarrow as pa
+from bench_spark import spark_session  # the same Spark configuration
 from rich.console import Console
 from rich.table import Table
 
@@ -110,24 +110,6 @@ def recompute(plain: duckdb.DuckDBPyConnection, chain: Chain) -> tuple[float, pa
     return seconds, plain.sql("SELECT * FROM answer").to_arrow_table()
 
 
-def local_spark() -> Any:
-    """A local[2] Spark session configured as bench_spark's."""
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master("local[2]").appName("ivm-bench-faq")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.memory", "6g")
-        .config("spark.pyspark.python", sys.executable)
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.python.unix.domain.socket.enabled", "true")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
-
-
 def connect(args: argparse.Namespace, spark: Any) -> ivm.Session:
     if spark is None:
         return ivm.connect()
@@ -180,7 +162,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=2)
     args = parser.parse_args()
     console = Console()
-    spark = local_spark() if args.spark else None
+    spark = spark_session("local[2]", "6g") if args.spark else None
     mode = f"Spark mode, {args.partitions} partitions" if spark is not None else "embedded"
     table = Table(title=f"SUM over a 4-table chain, {args.rows:,} rows each, "
                         f"{args.changes} changed rows an epoch ({mode})")

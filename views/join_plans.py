@@ -14,20 +14,18 @@ whatever the session's option is when the view is planned again.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from ivm.errors import IvmError
 from ivm.passes.cyclic_joins import JOIN_PLANS, JoinPlan
+from ivm.views.plan_options import hinted, option_property
 
-_HINT = re.compile(r"/\*\+\s*(wcoj|binary_join)\s*\*/", re.IGNORECASE)
-_PLAN_OF_HINT = {"wcoj": "wcoj", "binary_join": "binary"}
+HINTS = {"wcoj": "wcoj", "binary_join": "binary"}
+"""Each hint word and the plan it asks for."""
 
 
 def join_plan_of(sql: str, default: str) -> str:
     """The join plan of a view with query ``sql``: its hint's, else ``default``."""
-    hint = _HINT.search(sql)
-    return _PLAN_OF_HINT[hint.group(1).lower()] if hint else default
+    return hinted(sql, HINTS, default)
 
 
 def join_plan_for(session: Any, sql: str) -> JoinPlan:
@@ -39,17 +37,7 @@ def join_plan_for(session: Any, sql: str) -> JoinPlan:
 
 def join_plan_property() -> property:
     """``Session.join_plan``: the plan views planned from now on give their joins."""
-
-    def get(session: object) -> str:
-        return getattr(session, "_join_plan", "auto")
-
-    def set_(session: object, plan: str) -> None:
-        if plan not in JOIN_PLANS:
-            raise IvmError(f"join_plan must be one of {', '.join(map(repr, JOIN_PLANS))}, "
-                           f"not {plan!r}")
-        session._join_plan = plan  # type: ignore[attr-defined]
-
-    return property(get, set_, doc=(
+    return option_property("join_plan", JOIN_PLANS, "auto", (
         "How views planned from now on maintain joins whose equi-join hypergraph is cyclic "
         "(triangles, cycles, cliques): 'auto' (default; worst-case-optimal delta queries), "
         "'wcoj' (every equi-join that way) or 'binary' (today's plans). A view's own "
