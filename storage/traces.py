@@ -178,21 +178,21 @@ def release_blocks(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def compact(con: duckdb.DuckDBPyConnection, table: str, key: Sequence[str]) -> int:
-    """Consolidate ``table`` in place (one transaction); returns the rows kept."""
+    """Consolidate ``table`` in place (one transaction); returns the rows kept.
+
+    One statement rewrites the table (``CREATE OR REPLACE TABLE … AS`` its consolidated
+    rows): a third cheaper than consolidating into a scratch table, emptying the trace
+    and copying the rows back (``bench_aggregate``'s 50k group versions with a 90k-row
+    tail: 17 against 27 ms). A trace table has no constraints, indexes or defaults to
+    lose, and views over it are bound by name at each read."""
     names = [r[0] for r in con.execute(f"DESCRIBE {table}").fetchall() if r[0] != WEIGHT]
     order = f" ORDER BY {column_list(key)}" if key else ""
     con.execute("BEGIN TRANSACTION").fetchall()
     try:
         faults.reached("compaction.begin")
         consolidated = consolidate_sql(f"SELECT * FROM {table}", names)
-        con.execute(
-            f"CREATE OR REPLACE TEMP TABLE __ivm_compact AS {consolidated}{order}"
-        ).fetchall()
-        con.execute(f"DELETE FROM {table}").fetchall()
-        faults.reached("compaction.deleted")
-        con.execute(f"INSERT INTO {table} SELECT * FROM __ivm_compact").fetchall()
-        con.execute("DROP TABLE __ivm_compact").fetchall()
-        rows = fetch_first(con, f"SELECT count(*) FROM {table}")
+        rows = fetch_first(con, f"CREATE OR REPLACE TABLE {table} AS {consolidated}{order}")
+        faults.reached("compaction.rewritten")
         faults.reached("compaction.commit")
         con.execute("COMMIT").fetchall()
     except BaseException:
