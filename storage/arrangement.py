@@ -40,6 +40,7 @@ import numpy as np
 import pyarrow as pa
 
 from ivm import faults
+from ivm.storage.sorted_search import equal_ranges, fences_of, uses_fences
 from ivm.storage.sqltext import WEIGHT
 
 MERGE_RATIO = 2
@@ -65,11 +66,15 @@ class Batch:
         """Bytes held by the batch's arrays (an immutable batch's: counted once)."""
         return self.rows.nbytes + self.keys.nbytes + self.hashes.nbytes + self.weights.nbytes
 
+    @functools.cached_property
+    def fences(self) -> np.ndarray:
+        """Every 64th key hash, for searches of many keys (``ivm.storage.sorted_search``)."""
+        return fences_of(self.keys)
+
     def find(self, wanted: np.ndarray) -> np.ndarray:
         """Positions of the entries whose key hash is in ``wanted`` (sorted, unique)."""
-        low = np.searchsorted(self.keys, wanted, side="left")
-        high = np.searchsorted(self.keys, wanted, side="right")
-        return ranges(low, high)
+        fences = self.fences if uses_fences(self.keys, wanted) else None
+        return ranges(*equal_ranges(self.keys, wanted, fences))
 
 
 def ranges(low: np.ndarray, high: np.ndarray) -> np.ndarray:

@@ -47,6 +47,7 @@ changed only after the epoch that checked a change commits.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import duckdb
@@ -58,6 +59,7 @@ from ivm.execution.exact import exact_hash_sql
 from ivm.plan.sql import W, column_list
 from ivm.schema import TableSchema
 from ivm.storage.results import fetch_arrow
+from ivm.storage.sorted_search import fences_of, search, uses_fences
 
 KEY_HASH = "__ivm_kh"
 ROW_HASH = "__ivm_rh"
@@ -143,11 +145,17 @@ class Level:
         kept = self.counts > 0
         return self.keys[kept], self.rows[kept], self.counts[kept]
 
+    @functools.cached_property
+    def fences(self) -> np.ndarray:
+        """Every 64th key hash, for searches of many keys (``ivm.storage.sorted_search``)."""
+        return fences_of(self.keys)
+
     def find(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each key: the position of its first entry, and whether it has none (0),
-        one (1) or several (2). One binary search per key: the lookup is bound by memory
-        latency (≈0.5 µs a key in a level of millions), so it is done once."""
-        low = np.searchsorted(self.keys, keys, side="left")
+        one (1) or several (2). One search per key (through the level's fences when there
+        are many keys): the lookup is bound by memory latency, so it is done once."""
+        fences = self.fences if uses_fences(self.keys, keys) else None
+        low = search(self.keys, keys, fences)
         size = len(self.keys)
         inside = low < size
         width = np.zeros(len(keys), np.int64)
