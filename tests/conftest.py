@@ -16,6 +16,7 @@ reports them skipped, with the reason; ``make test-deep`` (``IVM_TEST_DEEP=1``) 
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Iterator
@@ -34,6 +35,35 @@ if str(TESTS.parent / "benchmarks") not in sys.path:
 
 from oracle.settings import DEEP, DEEP_REASON  # noqa: E402 - needs the paths above
 from oracle.spark import SPARK_PARTITIONS  # noqa: E402
+
+GROUP_MARK = "pytestmark = pytest.mark.xdist_group("
+"""How a module asks for one worker (``--dist loadgroup``): its module fixtures are
+worth making once."""
+
+
+@functools.cache
+def _grouped(module: str) -> bool:
+    """Whether the test module at ``module`` (a path from the root) marks itself a group."""
+    path = TESTS.parent / module
+    return path.is_file() and GROUP_MARK in path.read_text()
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup``, its groups restored: pytest-xdist 3.8 tags a grouped test by
+    rewriting ``item._nodeid``, which pytest 9 no longer reads, so every group was
+    spread over both workers and each made the module's fixtures (a Spark session's DDL
+    and first epoch: 20 s) twice. Here a module that marks itself a group is one scope;
+    every other test is its own, as loadgroup schedules them."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class ModuleGroups(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if _grouped(module) else super()._split_scope(nodeid)
+
+    return ModuleGroups(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
