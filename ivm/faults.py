@@ -50,8 +50,7 @@ POINTS: dict[str, str] = {
     "time_index.update": "an ASOF join's time index computing its version after the epoch",
     # compaction
     "compaction.begin": "a trace's compaction begun (its transaction open)",
-    "compaction.rewritten": "a compacted trace rewritten, its transaction still open",
-    "compaction.commit": "a compaction's COMMIT about to run",
+    "compaction.commit": "a compacted trace rewritten, its COMMIT about to run",
     # closing: the saved indexes (the snapshot)
     "snapshot.begin": "a snapshot's new directory made",
     "snapshot.array": "an array file of a snapshot about to be written",

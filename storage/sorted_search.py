@@ -42,9 +42,9 @@ def uses_fences(keys: np.ndarray, wanted: np.ndarray) -> bool:
 def search(keys: np.ndarray, wanted: np.ndarray, fences: np.ndarray | None = None) -> np.ndarray:
     """For each of ``wanted``, the position of the first entry of ``keys`` (sorted) not
     below it: ``numpy.searchsorted(keys, wanted, side="left")``, through ``fences``
-    (``fences_of(keys)``) when given and worth it."""
+    (``fences_of(keys)``) when given (callers give them where ``uses_fences``)."""
     size = len(keys)
-    if fences is None or size == 0 or not uses_fences(keys, wanted):
+    if fences is None or size == 0:
         return np.searchsorted(keys, wanted, side="left")
     low = np.searchsorted(fences, wanted, side="left") * STEP  # the block that can hold it
     high = np.minimum(low + STEP, size)

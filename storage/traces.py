@@ -192,7 +192,6 @@ def compact(con: duckdb.DuckDBPyConnection, table: str, key: Sequence[str]) -> i
         faults.reached("compaction.begin")
         consolidated = consolidate_sql(f"SELECT * FROM {table}", names)
         rows = fetch_first(con, f"CREATE OR REPLACE TABLE {table} AS {consolidated}{order}")
-        faults.reached("compaction.rewritten")
         faults.reached("compaction.commit")
         con.execute("COMMIT").fetchall()
     except BaseException:

@@ -78,7 +78,6 @@ POINTS: dict[str, tuple[str, tuple[str, ...], int]] = {
     "row_index.applied": (AFTER, DEFAULT_VIEWS, 1),
     "time_index.update": (BEFORE, ("asof_value",), 1),
     "compaction.begin": (AFTER, DEFAULT_VIEWS, 1),
-    "compaction.rewritten": (AFTER, DEFAULT_VIEWS, 1),
     "compaction.commit": (AFTER, DEFAULT_VIEWS, 1),
     "ddl.catalog": (BEFORE, DEFAULT_VIEWS, 1),
     "ddl.traces": (BEFORE, DEFAULT_VIEWS, 1),
@@ -93,7 +92,7 @@ POINTS: dict[str, tuple[str, tuple[str, ...], int]] = {
 SAMPLE = (
     "open.connected", "snapshot.taken", "transaction.begun", "ddl.manifest", "checks.rules",
     "operator:join", "trace.append", "commit.before", "commit.after", "arrangement.merge",
-    "row_index.applied", "time_index.update", "compaction.rewritten", "snapshot.array",
+    "row_index.applied", "time_index.update", "compaction.commit", "snapshot.array",
 )
 """The points ``make test`` kills at: one of every kind, the snapshot's at open and at
 close, and COMMIT's both sides (``test_the_sample_covers_every_kind`` keeps it so)."""
