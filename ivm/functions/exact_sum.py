@@ -37,6 +37,10 @@ and the final scaling by a power of two is exact (the result is a normal number)
 
 from __future__ import annotations
 
+import numpy as np
+
+from ivm.functions.wide_integers import Wide
+
 LIMBS = 3
 """Limbs of the fixed-point value."""
 
@@ -97,6 +101,36 @@ def rounded(limbs: list[str]) -> str:
         f"THEN CAST(2 * {middle} + {below_middle} AS DOUBLE) * {power(BITS - 1 - SCALE)} "
         f"ELSE CAST({middle} * {_BASE} + {low} AS DOUBLE) * {power(-SCALE)} END)"
     )
+
+
+def rounded_in_memory(l0: Wide, l1: Wide, l2: Wide) -> np.ndarray:
+    """``rounded`` in memory: the DOUBLE nearest (ties to even) each exact sum
+    (l₀ + l₁·2^63 + l₂·2^126)·2^-SCALE of 128-bit limb sums (each below 2^103 in
+    magnitude), by the same levels as the SQL."""
+    carry, _ = l1.plus(l0.shifted_right(BITS))
+    top, _ = l2.plus(carry.shifted_right(BITS))
+    middle, _ = l2.shifted_left(BITS).plus(carry)
+    low = l0.low_bits(BITS)
+    at_top = l2.beyond(2**56)
+    at_middle = ~at_top & middle.beyond(2**54)
+    top_sticky = carry.low_bits(BITS).nonzero() | low.nonzero()
+    doubled_top, _ = top.shifted_left(1).plus(_bits(top_sticky))
+    doubled_middle, _ = middle.shifted_left(1).plus(_bits(low.nonzero()))
+    whole, _ = middle.shifted_left(BITS).plus(low)  # |H₁| < 2^54 here: below 2^117
+    return np.where(
+        at_top,
+        doubled_top.nearest_float() * 2.0 ** (2 * BITS - 1 - SCALE),
+        np.where(
+            at_middle,
+            doubled_middle.nearest_float() * 2.0 ** (BITS - 1 - SCALE),
+            whole.nearest_float() * 2.0**-SCALE,
+        ),
+    )
+
+
+def _bits(flags: np.ndarray) -> Wide:
+    """Booleans as the numbers 0 and 1."""
+    return Wide(flags.astype(np.uint64), np.zeros(len(flags), np.int64))
 
 
 def total(v: str, weight: str | None = None, condition: str = "") -> str:

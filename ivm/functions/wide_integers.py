@@ -79,6 +79,58 @@ class Wide:
         )
         return too_high | too_low
 
+    def shifted_right(self, bits: int) -> Wide:
+        """``floor(value / 2^bits)`` (``0 < bits < 64``): an arithmetic shift."""
+        low = (self.low >> np.uint64(bits)) | (
+            self.high.view(np.uint64) << np.uint64(64 - bits)
+        )
+        return Wide(low, self.high >> np.int64(bits))
+
+    def shifted_left(self, bits: int) -> Wide:
+        """``value · 2^bits`` (``0 < bits < 64``; the caller keeps it below 2¹²⁷)."""
+        high = (self.high.view(np.uint64) << np.uint64(bits)) | (
+            self.low >> np.uint64(64 - bits)
+        )
+        return Wide(self.low << np.uint64(bits), high.view(np.int64))
+
+    def low_bits(self, bits: int) -> Wide:
+        """``value mod 2^bits`` (``0 < bits < 64``), never negative."""
+        return Wide(self.low & np.uint64(2**bits - 1), np.zeros(len(self), np.int64))
+
+    def nonzero(self) -> np.ndarray:
+        """Where the value is not zero."""
+        return (self.low != 0) | (self.high != 0)
+
+    def nearest_float(self) -> np.ndarray:
+        """The numbers as DOUBLE, each the nearest one (ties to even), as Python's
+        ``float(int)`` and DuckDB's cast of a HUGEINT round (|value| < 2¹²⁷)."""
+        negative = self.high < 0
+        high, low = self.high.view(np.uint64), self.low
+        negated_low = ~low + np.uint64(1)
+        negated_high = ~high + (negated_low == 0).astype(np.uint64)
+        high = np.where(negative, negated_high, high)
+        low = np.where(negative, negated_low, low)
+        length = np.where(high > 0, 64 + _bit_length(high), _bit_length(low))
+        # Above 53 bits: keep the top 54 (53 and a rounding bit) and whether any below
+        # them is set, then round to nearest, ties to even, in integers.
+        shift = np.maximum(length - 54, 0).astype(np.uint64)
+        far = shift >= 64
+        near_shift = np.where(far, 0, shift)
+        far_shift = np.where(far, shift - np.uint64(64), 0)
+        up = np.where(near_shift == 0, 0, np.uint64(64) - near_shift) % np.uint64(64)
+        near = (low >> near_shift) | np.where(near_shift == 0, 0, high << up)
+        near_sticky = (low & ((np.uint64(1) << near_shift) - np.uint64(1))) != 0
+        top = np.where(far, high >> far_shift, near)
+        far_sticky = (low != 0) | ((high & ((np.uint64(1) << far_shift) - np.uint64(1))) != 0)
+        sticky = np.where(far, far_sticky, near_sticky)
+        half, rest = top >> np.uint64(1), top & np.uint64(1)
+        carry = (rest == 1) & (sticky | ((half & np.uint64(1)) == 1))
+        rounded = np.ldexp((half + carry.astype(np.uint64)).astype(np.float64),
+                           (shift.astype(np.int64) + 1).astype(np.int32))
+        exact = low.astype(np.float64)  # below 2^53: exact
+        values = np.where(length > 53, rounded, exact)
+        return np.where(negative, -values, values)
+
     def to_float(self) -> np.ndarray:
         """The numbers as DOUBLE, rounded as DuckDB casts a HUGEINT (to nearest: the
         words are added in extended precision, where the platform has it)."""
@@ -117,3 +169,12 @@ def is_wide(type_: pa.DataType) -> bool:
         and storage.byte_width == 16
         and getattr(type_, "type_name", None) == "hugeint"
     )
+
+
+def _bit_length(words: np.ndarray) -> np.ndarray:
+    """Each uint64's bit length (0 for 0)."""
+    _, exponent = np.frexp(words.astype(np.float64))  # may round up to the next power
+    length = np.minimum(exponent, 64).astype(np.int64)
+    shift = np.maximum(length - 1, 0).astype(np.uint64)
+    over = (length > 0) & ((words >> shift) == 0)
+    return length - over

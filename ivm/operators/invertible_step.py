@@ -66,7 +66,7 @@ def stepped_versions(
     new: dict[str, pa.Array] = {}
     for name in moments:
         label = labels.get(name, name)
-        total = _moment_sum(label, partials.column(name), old.column(name), at, groups)
+        total = moment_sum(label, partials.column(name), old.column(name), at, groups)
         if total is None:
             return None
         new[name] = total
@@ -95,7 +95,7 @@ def stepped_versions(
     return pa.concat_tables([removed, added])
 
 
-def _moment_sum(
+def moment_sum(
     label: str, partial: pa.ChunkedArray, old: pa.ChunkedArray, at: np.ndarray, groups: int
 ) -> pa.Array | None:
     """Each group's new value of a moment: the change's partial sum plus the old

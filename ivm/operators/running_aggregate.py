@@ -54,7 +54,21 @@ from ivm.functions.moments import Moment
 from ivm.functions.running import Running, exact
 from ivm.operators.aggregate import Aggregate, AggregateCall
 from ivm.operators.base import At, Describe, Operator, Run, TraceSpec
-from ivm.operators.invertible_aggregate import COUNT, call_weight, moment_column
+from ivm.operators.invertible_aggregate import (
+    COUNT,
+    InMemory,
+    call_weight,
+    moment_column,
+)
+from ivm.operators.running_step import (
+    GROUPS,
+    INPUT,
+    RECOMPUTED,
+    partial_column,
+    state_column,
+    stepped_in_memory,
+    summed_column,
+)
 from ivm.plan.sql import (
     W,
     column_list,
@@ -64,25 +78,7 @@ from ivm.plan.sql import (
 )
 from ivm.schema import Column, Schema, quote
 
-GROUPS = "groups"
-INPUT = "input"
 FLAG = "__flag"
-RECOMPUTED = "__recomputed"
-"""Column of the versions' scratch table: the new version was recomputed from rows."""
-
-
-def state_column(index: int, name: str) -> str:
-    """State column of running state ``name`` of call ``index``."""
-    return f"__s{index}_{name}"
-
-
-def _partial(index: int, name: str) -> str:
-    return f"__p{index}_{name}"
-
-
-def _summed(column: str) -> str:
-    """A change's partial sum of count or moment ``column``."""
-    return f"__d{column}"
 
 
 def _moment_sum(call: AggregateCall, moment: Moment) -> str:
@@ -135,7 +131,7 @@ class RunningAggregate(Operator):
         draft = cls(node, inputs, tuple(forms))
         summed = describe(draft.partials_sql(empty_relation(node.input.schema)))
         keys = [Column(k, node.input.schema.type_of(k)) for k in node.keys]
-        moments = [Column(c, summed.type_of(_summed(c))) for c in draft.moment_sums]
+        moments = [Column(c, summed.type_of(summed_column(c))) for c in draft.moment_sums]
         running = [Column(state_column(j, n), t) for j in draft.keepers for n, t in draft.states(j)]
         visible = list(node.schema.columns[len(node.keys) :])
         return cls(node, inputs, tuple(forms), Schema((*keys, *moments, *running, *visible)))
@@ -173,6 +169,11 @@ class RunningAggregate(Operator):
         names = self.inputs[0].schema.names
         change = run.materialize(self, "delta", consolidate_sql(delta, names))
         keys = self.aggregate.keys
+        stepped = stepped_in_memory(self, run, change) if keys and run.arranged else None
+        if stepped is InMemory.NO_GROUP:
+            return None
+        if isinstance(stepped, str):
+            return self._appended(run, change, stepped)
         touched = f"SELECT DISTINCT {column_list(keys)} FROM ({change}) AS __d"
         groups = run.read(self, GROUPS, At(keys, touched) if keys else None, live=True)
         old = f"SELECT {column_list(self.state.names)} FROM ({groups}) AS s"
@@ -188,6 +189,10 @@ class RunningAggregate(Operator):
         versions = run.materialize(
             self, "versions", self.step_sql(change, old, combined, inputs)
         )
+        return self._appended(run, change, versions)
+
+    def _appended(self, run: Run, change: str, versions: str) -> str:
+        """The change, once the input's ``change`` and the group ``versions`` are appended."""
         run.append(self, INPUT, change)
         run.append(self, GROUPS,
                    f"SELECT {column_list(self.state.names)}, {W} FROM ({versions}) AS v")
@@ -218,13 +223,15 @@ class RunningAggregate(Operator):
                     sums[moment_column(j, moment.name)] = total
         return sums
 
-    def _moment_refs(self, j: int, alias: str) -> dict[str, str]:
-        """Call ``j``'s moments as (shared) columns of ``alias``, by moment name."""
+    def moment_columns(self, j: int) -> dict[str, str]:
+        """Call ``j``'s moments' (shared) state columns, by moment name."""
         by_sum = {total: column for column, total in self.moment_sums.items()}
         call = self.aggregate.calls[j]
-        return {
-            m.name: f"{alias}.{quote(by_sum[_moment_sum(call, m)])}" for m in self.forms[j].moments
-        }
+        return {m.name: by_sum[_moment_sum(call, m)] for m in self.forms[j].moments}
+
+    def _moment_refs(self, j: int, alias: str) -> dict[str, str]:
+        """Call ``j``'s moments as (shared) columns of ``alias``, by moment name."""
+        return {name: f"{alias}.{quote(c)}" for name, c in self.moment_columns(j).items()}
 
     @cached_property
     def keeper(self) -> list[int]:
@@ -264,11 +271,12 @@ class RunningAggregate(Operator):
         (``__d<column>``) and every form's partials."""
         node = self.aggregate
         keys = [quote(k) for k in node.keys]
-        parts = [*keys, *(f"{s} AS {quote(_summed(c))}" for c, s in self.moment_sums.items())]
+        parts = [*keys, *(f"{s} AS {quote(summed_column(c))}"
+                          for c, s in self.moment_sums.items())]
         for j in self.keepers:
             call, form = node.calls[j], self.forms[j]
             partials = form.partials(quote(call.arg or ""), call_weight(call))
-            parts += [f"{sql} AS {quote(_partial(j, n))}" for n, sql in partials]
+            parts += [f"{sql} AS {quote(partial_column(j, n))}" for n, sql in partials]
         group = f" GROUP BY {', '.join(keys)}" if keys else ""
         return f"SELECT {', '.join(parts)} FROM ({rows}) AS r{group}"
 
@@ -280,14 +288,15 @@ class RunningAggregate(Operator):
         keys = list(node.keys)
         added = [f"p.{quote(k)}" for k in keys]
         for column in self.moment_sums:
-            total = f"COALESCE(o.{quote(column)}, 0) + COALESCE(p.{quote(_summed(column))}, 0)"
+            summed = quote(summed_column(column))
+            total = f"COALESCE(o.{quote(column)}, 0) + COALESCE(p.{summed}, 0)"
             added.append(f"{total} AS {quote(column)}")
         combined, flags = [*map(quote, keys), *map(quote, self.moment_sums)], []
         for j in self.keepers:
             form = self.forms[j]
             olds = {n: quote(_old(state_column(j, n))) for n, _ in self.states(j)}
             added += [f"o.{quote(state_column(j, n))} AS {olds[n]}" for n, _ in self.states(j)]
-            part = {n: quote(_partial(j, n)) for n in form.partial_names()}
+            part = {n: quote(partial_column(j, n)) for n in form.partial_names()}
             added += [f"p.{c}" for c in part.values()]
             values = form.combine(olds, part, self._moment_refs(j, "a"))
             combined += [
@@ -302,10 +311,11 @@ class RunningAggregate(Operator):
             f"ON {null_safe_match(keys, 'p', 'o')}) AS a) AS c"
         )
 
-    def recomputed_sql(self, live: str) -> str:
-        """Per group of ``live`` (consolidated live rows), the running state from them."""
+    def recomputed_sql(self, live: str, by: Sequence[str] | None = None) -> str:
+        """Per group of ``live`` (consolidated live rows), the running state from them;
+        grouped by the columns ``by`` (the group keys unless given)."""
         node = self.aggregate
-        keys = [quote(k) for k in node.keys]
+        keys = [quote(k) for k in (node.keys if by is None else by)]
         states = []
         for j in self.keepers:
             call, form = node.calls[j], self.forms[j]

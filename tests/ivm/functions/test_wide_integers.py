@@ -76,3 +76,37 @@ def test_beyond_a_bound_either_way() -> None:
     values = [10**38 - 1, 10**38, -(10**38) + 1, -(10**38), 0, 2**127 - 1]
     wide = Wide.of(_duckdb(values, "HUGEINT").column("v"))
     assert wide.beyond(10**38).tolist() == [False, True, False, True, False, True]
+
+
+def _wide(values: list[int]) -> Wide:
+    """``values`` (each within 128 bits, two's complement) as a ``Wide``."""
+    low = np.array([v % 2**64 for v in values], np.uint64)
+    high = np.array([(v % 2**128) >> 64 for v in values], np.uint64).view(np.int64)
+    return Wide(low, high)
+
+
+def _near_midpoints(draw: st.DrawFn) -> int:
+    """A 128-bit integer at, or one off, a midpoint between two DOUBLEs."""
+    bits = draw(st.integers(54, 126))
+    mantissa = draw(st.integers(2**52, 2**53 - 1))
+    midpoint = (2 * mantissa + 1) << (bits - 54)
+    return draw(st.sampled_from([1, -1])) * (midpoint + draw(st.sampled_from([-1, 0, 1])))
+
+
+MIDPOINTS = st.composite(lambda draw: _near_midpoints(draw))()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(INT128, MIDPOINTS), min_size=1, max_size=60))
+def test_nearest_float_rounds_to_nearest_ties_to_even(values: list[int]) -> None:
+    assert _wide(values).nearest_float().tolist() == [float(v) for v in values]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(-(2**63), 2**63), min_size=1, max_size=40), st.integers(1, 63))
+def test_shifts_and_low_bits(values: list[int], bits: int) -> None:
+    wide = _wide(values)
+    assert _ints(wide.shifted_right(bits)) == [v >> bits for v in values]
+    assert _ints(wide.shifted_left(bits)) == [v << bits for v in values]
+    assert _ints(wide.low_bits(bits)) == [v % 2**bits for v in values]
+    assert wide.nonzero().tolist() == [v != 0 for v in values]

@@ -12,10 +12,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import pytest
 from running_cases import recomputed, script, value
 
 from ivm.functions import running
+from ivm.operators import running_aggregate, running_step
+from ivm.operators.invertible_aggregate import InMemory
 
 NAN, INF = float("nan"), float("inf")
 T = "CREATE TABLE t (g INTEGER, x DOUBLE, tag VARCHAR)"
@@ -218,17 +221,59 @@ def test_real_arguments_sum_as_double() -> None:
 
 # --- the checks above can fail ------------------------------------------------------------
 
+def _in_statements(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every running aggregate steps in its statements, never in memory."""
+    monkeypatch.setattr(running_aggregate, "stepped_in_memory",
+                        lambda op, run, change: InMemory.UNDECIDED)
+
+
+def _sabotaged(monkeypatch: pytest.MonkeyPatch, guard: type, path: str, flag: str) -> None:
+    """``guard``'s flag made ``flag`` ("never" or "always" where values are live) on
+    ``path``: the statements' SQL, or the in-memory step's Arrow twin."""
+    if path == "statements":
+        _in_statements(monkeypatch)
+        sql = "false" if flag == "never" else None
+        monkeypatch.setattr(guard, "flag",
+                            lambda self, new: sql or f"({new['n']} > 0)")
+        return
+    original = running_step.flagged
+
+    def flagged(form: running.Running, new: Any, groups: int) -> Any:
+        if not isinstance(form, guard):
+            return original(form, new, groups)
+        if flag == "never":
+            return np.zeros(groups, bool)
+        return new["n"].to_numpy(zero_copy_only=False) > 0
+
+    monkeypatch.setattr(running_step, "flagged", flagged)
+
+
+@pytest.mark.parametrize("path", ["in_memory", "statements"])
 @pytest.mark.parametrize("guard", [running.FloatSum, running.Extreme])
-def test_a_guard_that_never_flags_is_caught(guard: type, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(guard, "flag", lambda self, new: "false")
+def test_a_guard_that_never_flags_is_caught(
+    guard: type, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _sabotaged(monkeypatch, guard, path, "never")
     test = (test_values_out_of_the_exact_range_read_their_group if guard is running.FloatSum
             else test_deleting_the_extreme)
     with pytest.raises(AssertionError):
         test()
 
 
-def test_a_guard_that_always_flags_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("path", ["in_memory", "statements"])
+def test_a_guard_that_always_flags_is_caught(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # Every touched group recomputed: still right (the harness passes), but the counts show.
-    monkeypatch.setattr(running.Extreme, "flag", lambda self, new: f"({new['n']} > 0)")
+    _sabotaged(monkeypatch, running.Extreme, path, "always")
     with pytest.raises(AssertionError, match=r"\(\d+, \(5\.0, 3\.0, 1\)\)"):
         test_deleting_the_extreme()
+
+
+@pytest.mark.parametrize("test", [
+    "test_deleting_the_extreme", "test_values_out_of_the_exact_range_read_their_group",
+    "test_real_arguments_sum_as_double",
+])
+def test_the_statements_alone_give_the_same(test: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The edge cases above run the in-memory step (embedded, arranged); the statements
+    # that step where it cannot decide must hold them too.
+    _in_statements(monkeypatch)
+    globals()[test]()
