@@ -31,6 +31,8 @@ from oracle.spark import SPARK_PARTITIONS
 from test_sql_constructs import RANDOM_CDC
 
 import ivm
+from ivm.operators import running_aggregate
+from ivm.operators.invertible_aggregate import InMemory
 from ivm.operators.running_aggregate import RunningAggregate
 
 NAN, INF = float("nan"), float("inf")
@@ -86,6 +88,19 @@ def test_running_aggregate(view: str, data: st.DataObject) -> None:
                  modes=(*MODES, "clear"))
 
 
+@pytest.mark.parametrize("view", ["float_sums", "extremes"])
+@settings(RANDOM_CDC, max_examples=examples(1))
+@given(data=st.data())
+def test_running_aggregate_in_its_statements(view: str, data: st.DataObject) -> None:
+    # Embedded epochs step in memory (ivm.operators.running_step); the statements step
+    # where it cannot decide, in Spark tasks and recursions: the same workload through them.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(running_aggregate, "stepped_in_memory",
+                      lambda op, run, change: InMemory.UNDECIDED)
+        run_workload([M], {view: VIEWS[view]}, data, epochs=15, domains=DOMAINS,
+                     modes=(*MODES, "clear"))
+
+
 @settings(RANDOM_CDC, max_examples=examples(2))
 @given(data=st.data())
 def test_running_aggregate_survives_reopening(data: st.DataObject,
@@ -115,6 +130,39 @@ def test_views_take_the_running_path() -> None:
         ]:
             db.execute(f"CREATE OR REPLACE VIEW other AS {sql}")
             assert f"{kind} by" in db.explain("other"), (sql, db.explain("other"))
+    finally:
+        db.close()
+
+
+def test_embedded_epochs_step_in_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Which path stepped each epoch: SQL of the versions (in memory) or InMemory (the
+    # statements). Extremes of numbers, decimals, strings, dates and timestamps and float
+    # sums step in memory; a float extreme holding NaN leaves it to the statements.
+    steps: list[object] = []
+    original = running_aggregate.stepped_in_memory
+
+    def spied(op: RunningAggregate, run: Any, change: str) -> object:
+        steps.append(original(op, run, change))
+        return steps[-1]
+
+    monkeypatch.setattr(running_aggregate, "stepped_in_memory", spied)
+    db = ivm.connect()
+    try:
+        db.execute(M)
+        db.execute("CREATE VIEW v AS SELECT g, MAX(i) AS hi, MIN(d) AS ld, MAX(s) AS hs, "
+                   "MIN(dt) AS ldt, MAX(ts) AS hts, SUM(f) AS sf, MAX(f) AS hf FROM m GROUP BY g")
+        row = {"g": 1, "f": 1.5, "r": 0.5, "h": 0.5, "i": 3, "d": Decimal("1.50"), "s": "b",
+               "dt": datetime.date(2024, 1, 2), "ts": datetime.datetime(2024, 1, 1, 6),
+               "b": True, "ok": True}
+        db.ingest("m", [row, {**row, "g": 2, "i": 5}])
+        db.ingest("m", [{**row, "__w": -1}, {**row, "i": 1, "f": 2.5, "__w": 1}])  # max leaves
+        db.ingest("m", [{**row, "f": NAN}])  # a NaN among the floats
+        assert [isinstance(s, str) for s in steps] == [True, True, False], steps
+        assert steps[-1] is InMemory.UNDECIDED
+        expected = db.sql("SELECT g, MAX(i) AS hi, MIN(d) AS ld, MAX(s) AS hs, MIN(dt) AS ldt, "
+                          "MAX(ts) AS hts, SUM(f) AS sf, MAX(f) AS hf FROM m GROUP BY g")
+        # (compared as text: NaN is not equal to itself)
+        assert sorted(map(str, db.read("v").to_pylist())) == sorted(map(str, expected.to_pylist()))
     finally:
         db.close()
 
