@@ -301,10 +301,8 @@ def test_compaction_with_persistent_state(tmp_path, monkeypatch):
             assert rows(db.read(view)) == Counter(db._con.execute(sql).fetchall())
 
 
-def test_a_table_loaded_in_epochs_of_inserts_is_not_compacted_until_rows_are_deleted(
-    monkeypatch,
-):
-    monkeypatch.setattr(traces, "COMPACT_MIN_ROWS", 8)
+def _compactions(monkeypatch) -> list[str]:
+    """The traces compacted from now on, in order (compaction itself unchanged)."""
     compacted: list[str] = []
     real = traces.compact
 
@@ -313,6 +311,14 @@ def test_a_table_loaded_in_epochs_of_inserts_is_not_compacted_until_rows_are_del
         return real(con, table, key)
 
     monkeypatch.setattr(traces, "compact", counted)
+    return compacted
+
+
+def test_a_table_loaded_in_epochs_of_inserts_is_not_compacted_until_rows_are_deleted(
+    monkeypatch,
+):
+    monkeypatch.setattr(traces, "COMPACT_MIN_ROWS", 8)
+    compacted = _compactions(monkeypatch)
     db = ivm.connect()
     db.execute("CREATE TABLE orders (id BIGINT PRIMARY KEY, amount BIGINT)")
     trace = db._names.relation_trace("orders")
@@ -325,3 +331,27 @@ def test_a_table_loaded_in_epochs_of_inserts_is_not_compacted_until_rows_are_del
     assert compacted == [trace]  # 40 deletes: 80 rows of 200 go, half the 120 left
     assert trace_sizes(db)[trace.strip('"')] == 160
     assert rows(db.read("orders")) == Counter((i, i % 20) for i in range(40, 200))
+
+
+def test_a_backfilled_trace_is_a_base_not_a_tail(monkeypatch):
+    # A view's state filled at CREATE VIEW is compacted only when later appends reach
+    # half of it: not rewritten whole once the first few epochs add 5k rows.
+    compacted = _compactions(monkeypatch)
+    db = ivm.connect()
+    try:
+        db.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, g BIGINT, v DOUBLE)")
+        n = 40_000
+
+        def rows_of(ids: range) -> pa.Table:
+            return pa.table({"id": ids, "g": [i % 100 for i in ids],
+                             "v": [float(i) for i in ids]})
+
+        db.ingest("t", rows_of(range(n)))
+        sql = "SELECT g, MAX(v) AS top, SUM(v) AS s FROM t GROUP BY g"
+        db.execute(f"CREATE VIEW m AS {sql}")
+        for epoch in range(8):  # 8k rows in all: over the 5k minimum, under half of 40k
+            db.ingest("t", rows_of(range(n + epoch * 1000, n + (epoch + 1) * 1000)))
+        assert [t for t in compacted if "#input" in t] == []
+        assert rows(db.read("m")) == Counter(db._con.execute(sql).fetchall())
+    finally:
+        db.close()

@@ -133,35 +133,3 @@ def test_backfill_sum_of_large_duplicates(db):
     db.execute("CREATE VIEW s AS SELECT SUM(a) AS s, COUNT(*) AS n FROM big")
     assert rows(db.read("s")) == [(2**63, 2)]
 
-
-def test_a_backfilled_trace_is_a_base_not_a_tail(monkeypatch):
-    # A view's state filled at CREATE VIEW is compacted only when later appends reach
-    # half of it: not rewritten whole once the first few epochs add 5k rows.
-    import pyarrow as pa
-
-    from ivm.storage import traces
-
-    compacted: list[str] = []
-    original = traces.compact
-
-    def compact(con, table, key):
-        compacted.append(table)
-        return original(con, table, key)
-
-    monkeypatch.setattr(traces, "compact", compact)
-    session = ivm.connect()
-    try:
-        session.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, g BIGINT, v DOUBLE)")
-        n = 40_000
-        session.ingest("t", pa.table({"id": range(n), "g": [i % 100 for i in range(n)],
-                                      "v": [float(i) for i in range(n)]}))
-        session.execute("CREATE VIEW m AS SELECT g, MAX(v) AS top, SUM(v) AS s FROM t GROUP BY g")
-        for epoch in range(8):  # 8k rows in all: over the 5k minimum, under half of 40k
-            ids = range(n + epoch * 1000, n + (epoch + 1) * 1000)
-            session.ingest("t", pa.table({"id": ids, "g": [i % 100 for i in ids],
-                                          "v": [float(i) for i in ids]}))
-        assert [t for t in compacted if "#input" in t] == []
-        expected = session.sql("SELECT g, MAX(v) AS top, SUM(v) AS s FROM t GROUP BY g")
-        assert rows(session.read("m")) == rows(expected)
-    finally:
-        session.close()
