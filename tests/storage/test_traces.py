@@ -355,3 +355,19 @@ def test_a_backfilled_trace_is_a_base_not_a_tail(monkeypatch):
         assert rows(db.read("m")) == Counter(db._con.execute(sql).fetchall())
     finally:
         db.close()
+
+
+def test_freeing_blocks_waits_for_a_later_checkpoint_while_another_cursor_writes(tmp_path):
+    # The compaction has committed; its CHECKPOINT only frees blocks, and another
+    # cursor's open write transaction (a reader's thread) must not make it an error.
+    con = duckdb.connect(str(tmp_path / "state.duckdb"))
+    con.execute("CREATE TABLE t (v BIGINT)")
+    other = con.cursor()
+    other.execute("BEGIN TRANSACTION")
+    other.execute("INSERT INTO t VALUES (1)")
+    con.execute("CREATE OR REPLACE TABLE c AS SELECT * FROM range(1000)")  # compacted
+    traces.release_blocks(con)  # CHECKPOINT: "other write transactions active"
+    other.execute("COMMIT")
+    traces.release_blocks(con)
+    assert con.execute("SELECT count(*) FROM t").fetchone() == (1,)
+    con.close()
