@@ -77,17 +77,9 @@ def stepped_in_memory(op: RunningAggregate, run: Run, change: str) -> str | InMe
     def aligned(column: str) -> pa.Array:
         return old.column(column).combine_chunks().take(gather)
 
-    new: dict[str, pa.Array] = {}
-    labels = {COUNT: "the group's row count"}
-    for j, call in enumerate(op.aggregate.calls):
-        for c in op.moment_columns(j).values():
-            labels.setdefault(c, f"{call.func.upper()} of a group")
-    for column in op.moment_sums:
-        total = moment_sum(labels.get(column, column), partials.column(summed_column(column)),
-                           old.column(column), at, groups)
-        if total is None:
-            return InMemory.UNDECIDED
-        new[column] = total
+    new = _moments(op, partials, old, at)
+    if new is None:
+        return InMemory.UNDECIDED
     flags = np.zeros(groups, bool)
     for j in op.keepers:
         form = op.forms[j]
@@ -106,16 +98,39 @@ def stepped_in_memory(op: RunningAggregate, run: Run, change: str) -> str | InMe
             return InMemory.UNDECIDED
         new.update(recomputed)
     for j, call in enumerate(op.aggregate.calls):
-        keeper = op.keeper[j]
-        refs = {name: new[c] for name, c in op.moment_columns(j).items()}
-        refs.update({n: new[state_column(keeper, n)] for n, _ in op.states(j)})
-        result = value(op.forms[j], refs)
+        result = _value(op, j, new)
         if result is None:
             return InMemory.UNDECIDED
         new[call.name] = result
     for k in keys:
         new[k] = partials.column(k).combine_chunks()
     return _versions(op, run, old, new, flags)
+
+
+def _moments(
+    op: RunningAggregate, partials: pa.Table, old: pa.Table, at: np.ndarray
+) -> dict[str, pa.Array] | None:
+    """Each touched group's new count and moments: its old version's plus the change's
+    partial sums (``ivm.operators.invertible_step.moment_sum``; its errors name the call)."""
+    labels = {COUNT: "the group's row count"}
+    for j, call in enumerate(op.aggregate.calls):
+        for c in op.moment_columns(j).values():
+            labels.setdefault(c, f"{call.func.upper()} of a group")
+    new: dict[str, pa.Array] = {}
+    for column in op.moment_sums:
+        total = moment_sum(labels.get(column, column), partials.column(summed_column(column)),
+                           old.column(column), at, partials.num_rows)
+        if total is None:
+            return None
+        new[column] = total
+    return new
+
+
+def _value(op: RunningAggregate, j: int, new: dict[str, pa.Array]) -> pa.Array | None:
+    """Call ``j``'s values from its moments and its keeper's running state."""
+    refs = {name: new[c] for name, c in op.moment_columns(j).items()}
+    refs.update({n: new[state_column(op.keeper[j], n)] for n, _ in op.states(j)})
+    return value(op.forms[j], refs)
 
 
 def hashed_partials_sql(op: RunningAggregate, rows: str) -> str:
