@@ -86,7 +86,9 @@ def plan_where(ctx: Context, plan: Plan, predicate: exp.Expression, scope: Scope
         plan = _semi(ctx, plan, core, negated, scope)
     if valued:
         plan, value = with_values(ctx, plan, exp.and_(*valued), scope)
-        plan = ctx.typed(Filter(schema=plan.schema, input=plan, predicate=rename_columns(value)))
+        plan, rest = sj.keyed_by_values(plan, rename_columns(value))
+        if rest is not None:
+            plan = ctx.typed(Filter(schema=plan.schema, input=plan, predicate=rest))
     return plan
 
 
@@ -125,7 +127,9 @@ def with_values(
     holder = exp.Paren(this=expression.copy())
     while (node := first_construct(holder)) is not None:
         plan, value = value_of(ctx, plan, node, scope, resolve or plan_resolver(plan))
-        node.replace(exp.Paren(this=value))
+        # A column needs no parentheses, and bare it can key a join (``x = (SELECT
+        # MAX…)`` compares with a column of the joined value: an equi-join, read at keys).
+        node.replace(value if isinstance(value, exp.Column) else exp.Paren(this=value))
     return plan, holder.this
 
 

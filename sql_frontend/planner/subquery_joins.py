@@ -27,7 +27,7 @@ from sqlglot import exp
 
 from ivm.operators.difference import Difference
 from ivm.operators.distinct import Distinct
-from ivm.operators.join import Join
+from ivm.operators.join import Join, conjuncts
 from ivm.operators.product import Product
 from ivm.operators.project import Project
 from ivm.operators.union_all import UnionAll
@@ -147,3 +147,28 @@ def cross_join_one_row(ctx: Context, outer: Plan, inner: Plan) -> Plan:
     combined = Product(schema=Schema(columns), relations=relations)
     schema = Schema(base.schema.columns + columns)
     return Join(schema=schema, relations=(base, combined), condition=None)
+
+
+def keyed_by_values(plan: Plan, predicate: exp.Expression) -> tuple[Plan, exp.Expression | None]:
+    """``plan`` filtered by ``predicate`` (renamed), where ``plan`` may be a join of the
+    enclosing rows with their uncorrelated subqueries' one-row values
+    (``cross_join_one_row``): each conjunct equating a column of the enclosing rows with
+    a value's column becomes that join's condition, and the rest is returned (None: no
+    rest). For an inner join the two are the same rows; but a join on ``x = v`` is
+    maintained by reading the rows at the changed value's key, where a product filtered
+    afterwards joins the whole of both sides whenever the value changes (TPC-H Q15's
+    ``total_revenue = (SELECT MAX(total_revenue) …)``: every supplier with its revenue)."""
+    if not (isinstance(plan, Join) and plan.condition is None and len(plan.relations) == 2
+            and isinstance(plan.relations[1], Product)):
+        return plan, predicate
+    base, values = (set(r.schema.names) for r in plan.relations)
+    keys, rest = [], []
+    for term in conjuncts(predicate):
+        sides = (term.left, term.right) if isinstance(term, exp.EQ) else ()
+        names = {s.name for s in sides if isinstance(s, exp.Column) and not s.table}
+        linked = len(names) == 2 and bool(names & base) and bool(names & values)
+        (keys if linked and names <= base | values else rest).append(term)
+    if not keys:
+        return plan, predicate
+    keyed = Join(schema=plan.schema, relations=plan.relations, condition=and_all(keys))
+    return keyed, and_all(rest) if rest else None
