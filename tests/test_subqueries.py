@@ -69,6 +69,11 @@ CASES: dict[str, dict[str, str]] = {
                    "FROM l GROUP BY k",
         "on": "SELECT l.id, r.y FROM l JOIN r ON l.k = r.k "
               "AND r.y >= (SELECT MIN(v) FROM p)",
+        # a value equated with a column keys the join (ties, an empty r's NULL)
+        "eq_max": "SELECT * FROM l WHERE x = (SELECT MAX(y) FROM r)",
+        "eq_two": "SELECT id FROM l WHERE x = (SELECT MAX(y) FROM r) "
+                  "AND (SELECT MIN(name) FROM p) = k AND id > 0",
+        "eq_term": "SELECT id FROM l WHERE x + 1 = (SELECT MAX(y) FROM r) OR x = 0",
     },
     "theta": {
         "running": "SELECT id, x, (SELECT COUNT(*) FROM l AS p WHERE p.x < l.x) AS below, "
@@ -264,7 +269,23 @@ def test_unnamed_subquery_items_may_be_ordered_by_position() -> None:
 SPARK_VIEWS = {
     "count": "SELECT id, (SELECT COUNT(*) FROM r WHERE r.k = l.k) AS n, "
              "x > (SELECT MAX(y) FROM r) AS g FROM l",
+    "eq_max": "SELECT * FROM l WHERE x = (SELECT MAX(y) FROM r)",
 }
+
+
+def test_a_value_equated_with_a_column_keys_the_join() -> None:
+    # The join reads the enclosing rows at the value's key, not all of them filtered
+    # after a product; a comparison that is not column = value stays a filter.
+    db = ivm.connect()
+    try:
+        db.execute(f"{L}; {R}; {P}")
+        for name, keyed in [("eq_max", True), ("eq_two", True), ("eq_term", False)]:
+            db.execute(f"CREATE VIEW {name} AS {CASES['scalar'][name]}")
+            plan = db.explain(name)
+            assert ('DeltaJoin of 2 inputs on "l.x" = ' in plan) == keyed, plan
+            assert ("DeltaJoin of 2 inputs on true" in plan) != keyed, plan
+    finally:
+        db.close()
 
 
 @RANDOM_CDC
