@@ -106,6 +106,14 @@ class Compactor:
                 size.retracted += retracted
         size.empty = size.empty and rows == 0
 
+    def backfilled(self, table: str, rows: int) -> None:
+        """Record ``rows`` a view's backfill (at its creation, or recomputed into its
+        emptied traces) appended to ``table``: they are its base, as a first load's rows
+        are, compacted only when later appends reach half of them. A second backfill
+        append to the same trace is tail."""
+        self.sizes.setdefault(table, TailSize(empty=True, retractions_known=True))
+        self.appended(table, rows, consolidated=True)
+
     def created(self, table: str) -> None:
         """Record that ``table`` was just created, empty."""
         self.sizes[table] = TailSize(empty=True, retractions_known=True)

@@ -150,13 +150,9 @@ class EmbeddedEngine:
                 rows = run_sql(s._con, f"INSERT INTO {trace} {consolidated}", view.name)
                 s._compactor.appended(trace, rows, consolidated=True)
             for table, rows in runner.commits:
-                # The backfill is the trace's base: compacted when later appends reach
-                # half of it, not at once (it holds each live row once or a few times).
-                if table not in s._compactor.sizes:
-                    s._compactor.created(table)
-                    s._on_rollback.append(lambda t=table: s._compactor.forget(t))
                 count = run_sql(s._con, f"INSERT INTO {table} {rows}", view.name)
-                s._compactor.appended(table, count, consolidated=True)
+                s._compactor.backfilled(table, count)
+                s._on_rollback.append(lambda t=table: s._compactor.forget(t))
         except IterationLimitError as error:
             raise IterationLimitError(f"view {view.name!r}: {error}") from None
         except (ExecutionError, InternalError) as error:  # explained by _explain_backfill

@@ -95,7 +95,7 @@ def recomputed_change(
     run_sql(s._con, f"CREATE OR REPLACE TEMP TABLE {scratch} AS {contents}", view.name)
     for table, rows in builder.commits:
         appended = run_sql(s._con, f"INSERT INTO {table} {rows}", view.name)
-        s._compactor.appended(table, appended)
+        s._compactor.backfilled(table, appended)
     return f"SELECT {columns}, {W} FROM {scratch} UNION ALL {retracted}"
 
 

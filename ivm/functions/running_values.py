@@ -70,7 +70,7 @@ def _ints(array: pa.Array) -> np.ndarray:
 def _float_sum_state(new: Arrays) -> dict[str, pa.Array] | None:
     """``s``: the limbs' exact sum rounded once, NULL where a value out of range is live."""
     limbs = [new[f"l{i}"] for i in range(3)]
-    if not all(_is_wide(a) for a in limbs):
+    if not all(is_wide(a.type) for a in limbs):
         return None
     total = rounded_in_memory(*(Wide.of(a) for a in limbs))
     return {"s": pa.array(total, pa.float64(), mask=_ints(new["out"]) > 0)}
@@ -142,7 +142,3 @@ def _comparable(array: pa.Array) -> bool:
         or pa.types.is_large_string(t) or pa.types.is_date(t) or pa.types.is_timestamp(t)
         or pa.types.is_time(t)
     )
-
-
-def _is_wide(array: pa.Array) -> bool:
-    return is_wide(array.type)

@@ -19,7 +19,10 @@ State, both partitioned and sorted by the group keys:
   new one with +1.
 * ``input``: the input's integral (rows with weights), read only for flagged groups.
 
-Per epoch, in two statements over the consolidated change ``d`` (a scratch table):
+Per epoch, in an embedded session, in memory (``ivm.operators.running_step``: the
+partials one statement, the flagged groups' recompute another, the rest in Arrow);
+elsewhere, and wherever that step cannot decide, in two statements over the
+consolidated change ``d`` (a scratch table):
 
     p  = per group of d: the count's and moments' partial sums, each form's partials
     o  = the old versions of those groups (read at d's keys)

@@ -333,9 +333,11 @@ def test_a_table_loaded_in_epochs_of_inserts_is_not_compacted_until_rows_are_del
     assert rows(db.read("orders")) == Counter((i, i % 20) for i in range(40, 200))
 
 
-def test_a_backfilled_trace_is_a_base_not_a_tail(monkeypatch):
-    # A view's state filled at CREATE VIEW is compacted only when later appends reach
-    # half of it: not rewritten whole once the first few epochs add 5k rows.
+@pytest.mark.parametrize("filled_by", ["create", "recompute"])
+def test_a_backfilled_trace_is_a_base_not_a_tail(monkeypatch, filled_by):
+    # A view's state filled at CREATE VIEW (or again when an epoch recomputes the view)
+    # is compacted only when later appends reach half of it: not rewritten whole once
+    # the next few epochs add 5k rows.
     compacted = _compactions(monkeypatch)
     db = ivm.connect()
     try:
@@ -349,6 +351,11 @@ def test_a_backfilled_trace_is_a_base_not_a_tail(monkeypatch):
         db.ingest("t", rows_of(range(n)))
         sql = "SELECT g, MAX(v) AS top, SUM(v) AS s FROM t GROUP BY g"
         db.execute(f"CREATE VIEW m AS {sql}")
+        if filled_by == "recompute":  # 20k new rows of 40k: the view is computed again
+            db.recompute_fraction = 0.1
+            db.ingest("t", rows_of(range(10 * n, 10 * n + n // 2)))
+            assert "recompute" in db.explain("m", analyze=True)
+            db.recompute_fraction = None
         for epoch in range(8):  # 8k rows in all: over the 5k minimum, under half of 40k
             db.ingest("t", rows_of(range(n + epoch * 1000, n + (epoch + 1) * 1000)))
         assert [t for t in compacted if "#input" in t] == []
