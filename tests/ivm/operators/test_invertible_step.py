@@ -66,10 +66,13 @@ def test_a_sum_past_its_range_is_refused_and_changes_nothing() -> None:
     nines = D(10**37 * 6)
     db.ingest("t", [{"id": 1, "g": 1, "x": nines}])
     db.ingest("t", [{"id": 2, "g": 2, "x": 1}])  # g=1's version is arranged now
-    before = db.read("s").to_pylist(), db.epoch
+    def contents() -> tuple[list[dict], int]:
+        return sorted(db.read("s").to_pylist(), key=lambda r: r["g"]), db.epoch
+
+    before = contents()
     with pytest.raises(ivm.IvmError):
         db.ingest("t", [{"id": 3, "g": 1, "x": nines}])
-    assert (db.read("s").to_pylist(), db.epoch) == before
+    assert contents() == before  # a view's rows have no order
     db.ingest("t", [{"id": 3, "g": 1, "x": -nines}])  # still maintained
     assert sorted(db.read("s").to_pylist(), key=lambda r: r["g"]) == [
         {"g": 1, "total": 0, "n": 2}, {"g": 2, "total": 1, "n": 1}]
