@@ -44,17 +44,26 @@ def exact_terms(columns: Sequence[Column], alias: str = "") -> list[str]:
 
 
 def hash_terms(columns: Sequence[Column], alias: str = "") -> list[str]:
-    """``exact_terms`` fit for hashing: with the text of each value DuckDB's ``hash``
-    does not tell apart from another value of its type. A 128-bit number (HUGEINT,
-    UHUGEINT, UUID, a DECIMAL wider than 18 digits) hashes as the exclusive or of its
-    two halves' hashes, so 0 and -1 (and any number whose halves are equal) hash alike;
-    a nested value hashes NULL, [] and [NULL] alike. Other scalars' hashes tell their
-    values apart (up to 64-bit chance)."""
+    """``exact_terms`` fit for hashing: with a second term for each value DuckDB's
+    ``hash`` does not tell apart from another value of its type.
+
+    A 128-bit number (HUGEINT, UHUGEINT, UUID, a DECIMAL wider than 18 digits) hashes as
+    the exclusive or of its two halves' hashes, so 0 and -1 (and any number whose halves
+    are equal, or two numbers with their halves swapped) hash alike. A number's second
+    term is its DOUBLE (a tenth of the cost of its text, which an epoch's appends of
+    wide sums paid): the hash and the DOUBLE together tell numbers apart up to 64-bit
+    chance, since two numbers of one DOUBLE are near each other, so their upper halves
+    are equal (and then equal hashes mean equal lower halves: the halves' hash is a
+    bijection) or adjacent, where only chance makes the hashes equal. A UUID's second
+    term is its text; a nested value's too (its hash holds NULL, [] and [NULL] alike).
+    Other scalars' hashes tell their values apart (up to 64-bit chance)."""
     terms = exact_terms(columns, alias)
     for column in columns:
         ref = f"{alias}.{quote(column.name)}" if alias else quote(column.name)
-        if _hashes_poorly(column.type) and f"{ref}::VARCHAR" not in terms:
-            terms.append(f"{ref}::VARCHAR")
+        if not _hashes_poorly(column.type) or f"{ref}::VARCHAR" in terms:
+            continue
+        numeric = hashes_halves(column.type) and column.type.upper().strip() != "UUID"
+        terms.append(f"{ref}::DOUBLE" if numeric else f"{ref}::VARCHAR")
     return terms
 
 

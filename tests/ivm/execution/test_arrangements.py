@@ -250,7 +250,13 @@ def test_an_arrangement_holds_the_columns_its_readers_use_and_widens_for_more() 
 
 def test_row_hashes_tell_apart_values_duckdb_hashes_alike() -> None:
     con = duckdb.connect()
+    # 128-bit numbers hash as the xor of their halves' hashes: 0 and -1 alike, and two
+    # numbers whose halves are swapped (5 and 5 * 2**64).
     pairs = [("HUGEINT", "0", "-1"), ("DECIMAL(38,2)", "0", "-0.01"),
+             ("HUGEINT", "5", str(5 * 2**64)), ("UHUGEINT", "7", str(7 * 2**64)),
+             ("DECIMAL(38,0)", "3", str(3 * 2**64)),
+             ("UUID", "'00000000-0000-0000-0000-000000000000'",
+              "'ffffffff-ffff-ffff-ffff-ffffffffffff'"),
              ("DOUBLE", "0.0", "-0.0"), ("INTEGER[]", "[]", "NULL")]
     for type_, one, other in pairs:
         hashed = row_hash_sql([("k", "INTEGER"), ("a", type_), ("b", type_)])
