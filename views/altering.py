@@ -8,15 +8,17 @@ SQL over the new columns, inside the script's transaction: a view that uses a
 dropped or renamed column no longer plans, and the statement is refused, naming
 it (nothing is changed). A primary-key column cannot be dropped.
 
-Embedded mode only: in Spark mode the table's rows live in partition files, and
-``ALTER TABLE`` is refused there (create the table again and ingest its rows).
+In Spark mode the table's rows live in partition files: the table is dropped from the
+catalog and added again with its new columns (a new generation of its files), and one
+Spark job writes its rows, mapped to the new columns, into them
+(``ivm.views.spark.altering``); the old files go once the statement commits.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ivm.errors import IvmError, SqlError, UnsupportedSQL
+from ivm.errors import IvmError, SqlError
 from ivm.execution.embedded import describe
 from ivm.plan.sql import W, consolidate_sql
 from ivm.schema import Column, Schema, TableSchema, quote
@@ -32,12 +34,6 @@ if TYPE_CHECKING:
 
 def alter_table(session: Session, statement: AlterTable) -> None:
     """Apply one ALTER TABLE statement of a DDL script (inside the script's transaction)."""
-    if spark_mode(session):
-        raise UnsupportedSQL(
-            f"{statement.where}: ALTER TABLE is not supported in Spark mode (the rows are "
-            "in partition files): CREATE OR REPLACE TABLE with the new columns and ingest "
-            "the rows again"
-        )
     name = session._resolve(statement.name)
     if name not in session._tables:
         raise SqlError(f"{statement.where}: no table named {statement.name!r}")
@@ -46,15 +42,10 @@ def alter_table(session: Session, statement: AlterTable) -> None:
     dependents = session._dependents(name)
     for dependent in reversed(dependents):
         session._remove(dependent.name)
-    trace = session._names.relation_trace(name)
-    _rewrite_trace(session, trace, altered, select)
-    actual = describe(session._con, f"SELECT * EXCLUDE ({W}) FROM {trace}")  # DuckDB's types
-    altered = TableSchema(name, actual, altered.primary_key, altered.not_null)
-    create_reader(session._con, name, trace, altered.schema.names)
-    session._catalog.remove(name)
-    session._catalog.add("table", name, table_to_json(altered))
-    session._row_indexes.pop(name, None)
-    session._register_table(altered)
+    if spark_mode(session):
+        _refilled_in_spark(session, name, altered, select)
+    else:
+        _rewritten_in_place(session, name, altered, select)
     for dependent in dependents:
         try:
             session._add_view(dependent.name, dependent.sql)
@@ -65,6 +56,34 @@ def alter_table(session: Session, statement: AlterTable) -> None:
                 f"{statement.where}: view {dependent.name!r} reads {name!r} and no longer "
                 f"plans over its new columns (drop or replace the view first): {error}"
             ) from error
+
+
+def _rewritten_in_place(
+    session: Session, name: str, altered: TableSchema, select: str
+) -> None:
+    """Embedded mode: the table's trace rewritten with its new columns, its reader,
+    catalog entry and row index following."""
+    trace = session._names.relation_trace(name)
+    _rewrite_trace(session, trace, altered, select)
+    actual = describe(session._con, f"SELECT * EXCLUDE ({W}) FROM {trace}")  # DuckDB's types
+    altered = TableSchema(name, actual, altered.primary_key, altered.not_null)
+    create_reader(session._con, name, trace, altered.schema.names)
+    session._catalog.remove(name)
+    session._catalog.add("table", name, table_to_json(altered))
+    session._row_indexes.pop(name, None)
+    session._register_table(altered)
+
+
+def _refilled_in_spark(session: Session, name: str, altered: TableSchema, select: str) -> None:
+    """Spark mode: the table added again with its new columns (a new generation of its
+    partition files), filled from its old files by one Spark job."""
+    from ivm.views.spark.altering import old_files, refill_table  # imports pyspark
+
+    engine = session._engine
+    files = old_files(engine, name)  # before the catalog names the new generation
+    session._remove(name)
+    session._add_table(altered)
+    refill_table(engine, name, files, select)  # type: ignore[arg-type]
 
 
 def _rewrite_trace(session: Session, trace: str, altered: TableSchema, select: str) -> None:

@@ -6,7 +6,7 @@ session's DuckDB database, epochs run there) or ``SparkEngine`` (``views.spark.e
 contents and state in partition files, epochs run as Spark jobs). Everything else a
 session does (DDL, checks, changefeeds, explain's circuit, stats) is the same in both
 modes and never asks which mode it is in, except through ``mode`` where a feature exists
-in one mode only (ALTER TABLE, ``serve``, streamed loads).
+differently by mode (ALTER TABLE), or in one mode only (``serve``, streamed loads).
 
 An engine is built for one session (``Engine(session)``) and reads the session's
 catalog and open transaction through it: its methods run inside the transaction the

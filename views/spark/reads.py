@@ -20,7 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from ivm.errors import SqlError
 from ivm.execution.spark.spark_types import spark_struct
 from ivm.plan.sql import consolidate_sql, empty_relation, expand_sql
-from ivm.schema import quote
+from ivm.schema import Schema, quote
 from ivm.storage.partitions import partition_files
 from ivm.storage.settings import apply
 from ivm.views.spark.source import TRACE, has_contents, read_files_task
@@ -91,9 +91,20 @@ def live_change(engine: SparkEngine, spark: SparkSession, name: str) -> DataFram
     """The live rows of table or view ``name`` with their weights (wire columns), read
     from its partition files by one task per file (``read_files_task``): what a new
     view's backfill reads."""
-    files = [str(f) for f in partition_files(store_directory(engine, name))]
-    schema = engine.session._schema_of(name)
-    task = functools.partial(read_files_task, files, schema, "zset")
+    return files_change(spark, contents_files(engine, name), engine.session._schema_of(name))
+
+
+def contents_files(engine: SparkEngine, name: str) -> list[str]:
+    """The partition files holding the contents of table or view ``name`` now."""
+    return [str(f) for f in partition_files(store_directory(engine, name))]
+
+
+def files_change(
+    spark: SparkSession, files: list[str], schema: Schema, select: str | None = None
+) -> DataFrame:
+    """The live rows of ``files`` (contents of ``schema``'s columns, or mapped to them by
+    ``select``: ``read_partition``) with their weights, one task per file."""
+    task = functools.partial(read_files_task, files, schema, "zset", select=select)
     numbers = spark.range(len(files), numPartitions=max(1, len(files)))
     return numbers.mapInArrow(task, spark_struct(schema))
 

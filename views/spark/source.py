@@ -86,18 +86,24 @@ def has_contents(con: duckdb.DuckDBPyConnection, database: str | None) -> bool:
 
 
 def read_files_task(
-    files: list[str], schema: Schema, form: str, batches: Iterator[pa.RecordBatch]
+    files: list[str], schema: Schema, form: str, batches: Iterator[pa.RecordBatch],
+    select: str | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` over the numbers of ``files``: each number's file read as ``form``."""
+    """``mapInArrow`` over the numbers of ``files``: each number's file read as ``form``
+    (``select``: as ``read_partition``)."""
     for batch in batches:
         for number in batch.column(0).to_pylist():  # a few file numbers per task
-            yield from read_partition(Path(files[number]), schema, form).to_batches()
+            yield from read_partition(Path(files[number]), schema, form, select).to_batches()
 
 
-def read_partition(file: Path, schema: Schema, form: str) -> pa.Table:
-    """Live rows of one partition file on the wire, as ``form`` asks (see the module)."""
+def read_partition(file: Path, schema: Schema, form: str, select: str | None = None) -> pa.Table:
+    """Live rows of one partition file on the wire, as ``form`` asks (see the module).
+    ``select``: the file's columns mapped to ``schema``'s (a select list over the stored
+    rows, as ``ALTER TABLE`` maps a table's old columns to its new ones), the rows then
+    consolidated again; None: the file holds ``schema``'s columns."""
     names = schema.names
-    live = consolidate_sql(f"SELECT * FROM {TRACE}", names, positive_only=True)
+    stored = f"SELECT {select}, __w FROM {TRACE}" if select else f"SELECT * FROM {TRACE}"
+    live = consolidate_sql(stored, names, positive_only=True)
     wire = arrow_schema(schema)
     if form == "rows":
         rows = f"SELECT *, 1::BIGINT AS __w FROM ({expand_sql(live, names)}) AS r"
