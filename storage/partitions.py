@@ -78,8 +78,10 @@ def view_directory(root: Path, view: str, generation: int) -> Path:
 
 
 def stray_directories(root: Path, expected: set[Path]) -> list[Path]:
-    """Table and view directories under ``root`` that ``expected`` does not list."""
-    found = [*(root / "tables").glob("t*"), *(root / "views").glob("v*")]
+    """Table and view directories under ``root`` that ``expected`` does not list, and
+    streams spooled by an ingest that never ended (``ivm.views.spark.spool``)."""
+    found = [*(root / "tables").glob("t*"), *(root / "views").glob("v*"),
+             *(root / "spool").glob("*")]
     return [d for d in found if d.is_dir() and d not in expected]
 
 

@@ -36,6 +36,7 @@ from ivm.views.arrival import arrived
 from ivm.views.definitions import ViewDef
 from ivm.views.diagnose import ViewFailed, explain_failure
 from ivm.views.direct_changes import append_returning, direct_views
+from ivm.views.modes import spark_mode
 from ivm.views.recompute import recompute_pays, recomputed_change
 
 if TYPE_CHECKING:
@@ -70,6 +71,12 @@ class Ingest(_Base):
                     f"table {stored!r} has no PRIMARY KEY: mode='upsert' replaces the row with "
                     "the same key, so it needs one (insert and delete rows instead)"
                 )
+            if spark_mode(self):
+                from ivm.views.spark.spool import spoolable, spooled  # imports pyspark
+
+                if spoolable(self, stored, rows, mode):  # a stream: never held whole
+                    prepared[stored] = spooled(self, stored, rows)
+                    continue
             table_schema, arrow = self._tables[stored], self._arrow_schemas[stored]
             rows = arrived(  # key-only deletes, truncates, an upsert's versions (views.arrival)
                 self._con, rows, table_schema, arrow,

@@ -18,14 +18,15 @@ versions within a chunk.
 error; ``None`` (the default) shows it when standard error is a terminal and the
 load is streamed. A large in-memory table is streamed in chunks when ``progress=True``.
 
-In Spark mode a reader or relation is read whole and applied as a Spark batch (pass a
-Spark DataFrame for loads larger than the driver's memory).
+In Spark mode a reader or relation is spooled to files chunk by chunk and applied as one
+Spark batch (``views.spark.spool``).
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
+import shutil
 import sys
 import time
 from collections.abc import Iterator, Mapping
@@ -78,8 +79,8 @@ def load_stream(
     even if it has no rows (``ingest(..., epoch=N)``)."""
     session._check_open()
     name = session._ingestible(table)
-    reader, total = _reader(batch)
-    chunks = _chunks(reader, f"table {name!r}", chunk_rows(session, name))
+    reader, total = reader_of(batch)
+    chunks = table_chunks(reader, f"table {name!r}", chunk_rows(session, name))
     first = next(chunks)
     if first.num_rows == 0 and not forced:
         return session._unchanged()  # an empty batch is a no-op (API: ingest)
@@ -164,7 +165,7 @@ def _summed(session: Session, sums: dict[str, str]) -> dict[str, str]:
     return changed
 
 
-def _reader(batch: Any) -> tuple[pa.RecordBatchReader, int | None]:
+def reader_of(batch: Any) -> tuple[pa.RecordBatchReader, int | None]:
     """The batch as a reader of record batches, and its rows when known."""
     if isinstance(batch, pa.RecordBatchReader):
         return batch, None
@@ -177,7 +178,7 @@ def _reader(batch: Any) -> tuple[pa.RecordBatchReader, int | None]:
     raise IvmError(f"cannot stream a {type(batch).__name__}")
 
 
-def _chunks(
+def table_chunks(
     reader: pa.RecordBatchReader, context: str, size: int = CHUNK_ROWS
 ) -> Iterator[pa.Table]:
     """The reader's rows as tables of about ``size`` rows (small batches gathered, large
@@ -239,3 +240,11 @@ class _Progress:
 
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()
+
+
+def release_spooled(session: Session) -> None:
+    """Remove the files the session's ingest spooled (Spark mode, ``views.spark.spool``),
+    once the ingest is over, committed or not."""
+    for directory in session._spooled:
+        shutil.rmtree(directory, ignore_errors=True)
+    session._spooled.clear()

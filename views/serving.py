@@ -17,8 +17,10 @@ while a job runs. Instead the process holding it serves reads:
 
 The choice (rather than read-only copies published at every commit): nothing is
 copied, a reader sees each epoch as soon as it commits, and the server is the only
-thing that touches the state file. Embedded mode only: in Spark mode the views live
-in partition files that Spark jobs read (``db.dataframe``).
+thing that touches the state file. In Spark mode a request reads the partition files
+on the driver (``db.sql``'s read: each file attached read-only), after the epoch in
+flight if one is: it may wait for that epoch's Spark job, and it never sees it half
+applied (a task writes its file before the driver commits).
 """
 
 from __future__ import annotations
@@ -57,7 +59,10 @@ class _Flight(flight.FlightServerBase):
         query = ticket.ticket.decode()
         try:
             check_served_query(query, [*self.session._tables, *self.session._views])
-            table = self.session._reads.query(query)  # this thread's cursor, with the settings
+            if spark_mode(self.session):  # the files, once an epoch in flight is over
+                table = self.session._engine.sql(query)
+            else:
+                table = self.session._reads.query(query)  # this thread's cursor, with the settings
         except IvmError as error:
             raise flight.FlightServerError(f"{type(error).__name__}: {error}") from error
         except Exception as error:  # noqa: BLE001 - DuckDB's words go back to the client
@@ -67,7 +72,10 @@ class _Flight(flight.FlightServerBase):
     def do_action(self, context: Any, action: flight.Action) -> Any:
         if action.type != EPOCH.decode():
             raise flight.FlightServerError(f"unknown action {action.type!r}")
-        epoch = self.session._catalog_epoch(self.session._reads.cursor())
+        if spark_mode(self.session):
+            epoch = self.session.epoch  # the driver's: advanced when an epoch commits
+        else:
+            epoch = self.session._catalog_epoch(self.session._reads.cursor())
         yield flight.Result(json.dumps(epoch).encode())
 
 
@@ -98,11 +106,8 @@ class Serving(_Base):
         """Serve read-only SQL over Arrow Flight to other processes while this one ingests:
         each request sees the last committed epoch. ``port=0`` picks a free port
         (``Server.location`` says which); ``host="0.0.0.0"`` serves other hosts.
-        Clients: ``ivm.views.serving.Reader``. Embedded mode (``views.serving``)."""
+        Clients: ``ivm.views.serving.Reader``. Both modes (``views.serving``)."""
         self._check_open()
-        if spark_mode(self):
-            raise IvmError("serve() is for embedded mode: in Spark mode read the views with "
-                           "db.dataframe(view) in Spark jobs")
         if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
             raise IvmError(f"serve: port must be an integer from 0 to 65535, not {port!r}")
         server = Server(_Flight(self, f"grpc://{host}:{port}"))

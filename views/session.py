@@ -55,7 +55,7 @@ from ivm.views.embedded import EmbeddedEngine
 from ivm.views.engine import Engine
 from ivm.views.ingest import Ingest
 from ivm.views.join_plans import join_plan_property
-from ivm.views.loading import load_stream, streamed
+from ivm.views.loading import load_stream, release_spooled, streamed
 from ivm.views.names import Names
 from ivm.views.read_queries import check_read_query
 from ivm.views.recompute import recompute_fraction_property
@@ -119,6 +119,7 @@ class Session(Surface, Ddl, Ingest, ViewState, Names):
         self._profile = EpochProfile()  # the epoch running (or the last one)
         self.last_profile: EpochProfile | None = None  # the last epoch applied
         self._registered_batches = Registrations(self._con)  # Arrow DuckDB reads this epoch
+        self._spooled: list[Path] = []  # Spark mode: streams this ingest spooled to files
         self._on_commit: list[Callable[[], None]] = []  # run after the open transaction commits
         self._on_rollback: list[Callable[[], None]] = []  # …or, in reverse, after it rolls back
         self._pending_rebuilds: list[tuple[ViewDef, Manifest | None, str]] = []
@@ -258,11 +259,14 @@ class Session(Surface, Ddl, Ingest, ViewState, Names):
         if streamed(self, table, batch, progress):
             return load_stream(self, table, batch, mode, sequence, progress, epoch is not None)
         profile = self._profile = EpochProfile(self.epoch + 1)
-        with profile.phase("batches"):
-            changes = self._prepared(table, batch, mode, sequence)
-        if epoch is None and self._no_rows(changes):
-            return self._unchanged()
-        deltas = self._engine.commit_epoch(changes, upsert=mode == "upsert")
+        try:
+            with profile.phase("batches"):
+                changes = self._prepared(table, batch, mode, sequence)
+            if epoch is None and self._no_rows(changes):
+                return self._unchanged()
+            deltas = self._engine.commit_epoch(changes, upsert=mode == "upsert")
+        finally:
+            release_spooled(self)
         return self._finish_epoch(profile, deltas)
 
     def read(self, name: str) -> pa.Table:

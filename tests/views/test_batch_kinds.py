@@ -145,3 +145,42 @@ def test_random_streamed_epochs_equal_recomputation(epochs: list[list[tuple]]) -
     finally:
         loading.CHUNK_ROWS = saved
         db.close()
+
+
+def test_a_stream_is_spooled_in_spark_mode(spark: Any, tmp_path: Path,
+                                            monkeypatch: Any) -> None:
+    """Spark mode spools a reader or relation to files a chunk at a time (chunks of 2 rows
+    here): the views equal their recomputation, a delete of a row an earlier chunk
+    inserted cancels it, and no spooled file outlives the ingest, committed or not."""
+    from ivm.views.spark import spool
+
+    written: list[int] = []
+    original = spool.normalize_batch
+
+    def counted(chunk: Any, *args: Any) -> Any:
+        written.append(chunk.num_rows)
+        return original(chunk, *args)
+
+    monkeypatch.setattr(spool, "CHUNK_ROWS", 2)
+    monkeypatch.setattr(spool, "normalize_batch", counted)
+    with ivm.connect(tmp_path / "s", spark=spark, partitions=2) as db:
+        db.execute(STREAM_DDL + "; CREATE TABLE keyed (id BIGINT PRIMARY KEY, v BIGINT)")
+        names = ["id", "k", "v", "__w"]
+        batch = pa.table({"id": [1, 2, 3, 4, 5, 1], "k": [1, 1, 2, 2, 3, 1],
+                          "v": [5, 6, 7, 8, 9, 5], "__w": [1, 1, 1, 1, 1, -1]},
+                         schema=pa.schema([(n, pa.int64()) for n in names]))
+        db.ingest("e", batch.to_reader(max_chunksize=1))
+        assert written == [2, 2, 2]  # three chunks, never the whole stream
+        assert rows(db.read("e")) == [(2, 1, 6), (3, 2, 7), (4, 2, 8), (5, 3, 9)]
+        relation = duckdb.sql("SELECT range AS id, range % 3 AS k, range AS v FROM range(10, 15)")
+        db.ingest("e", relation)
+        for name, view in db.views.items():
+            assert rows(db.read(name)) == rows(db.sql(view.sql)), name
+        db.ingest("keyed", pa.table({"id": [1], "v": [1]}))
+        with pytest.raises(ivm.ConstraintError):
+            db.ingest("keyed", pa.table({"id": [2, 1], "v": [2, 2]}).to_reader(max_chunksize=1))
+        assert rows(db.read("keyed")) == [(1, 1)] and db.epoch == 3
+        empty = pa.table({"id": pa.array([], pa.int64()), "v": pa.array([], pa.int64())})
+        db.ingest("keyed", empty.to_reader())  # no rows: no epoch
+        assert db.epoch == 3
+        assert not list((tmp_path / "s" / "spool").glob("*"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -73,16 +74,48 @@ def test_another_process_reads_the_views(served: Any) -> None:
     assert result.stdout.split() == ["1", "[5]"]
 
 
-def test_serving_stops_at_close_and_is_for_embedded_mode(tmp_path: Path, spark: Any) -> None:
+def test_serving_stops_at_close(tmp_path: Path) -> None:
     db = ivm.connect()
     db.execute(DDL)
     server = db.serve()
     db.close()
     with pytest.raises(ivm.IvmError):
         Reader(server.location).epoch  # noqa: B018 - the server is gone
-    spark_db = ivm.connect(tmp_path / "sp", spark=spark, partitions=2)
+
+
+def test_serving_in_spark_mode(tmp_path: Path, spark: Any) -> None:
+    # A request reads the partition files on the driver; one sent while an epoch is in
+    # flight is answered once it commits, with the epoch applied whole.
+    db = ivm.connect(tmp_path / "sp", spark=spark, partitions=2)
     try:
-        with pytest.raises(ivm.IvmError, match="embedded mode"):
-            spark_db.serve()
+        db.execute(DDL)
+        db.ingest("orders", [{"id": 1, "customer": "a", "amount": 5}])
+        server = db.serve()
+        with Reader(server.location) as reader:
+            assert reader.epoch == 1 and rows(reader.read("revenue")) == [("a", 5)]
+            answers: list[list[tuple]] = []
+            advance = type(db)._advance_epoch
+
+            def mid_epoch(self: Any, changed: Any) -> None:
+                advance(self, changed)
+                asked = threading.Thread(
+                    target=lambda: answers.append(rows(reader.read("revenue"))))
+                asked.start()
+                threads.append(asked)
+
+            threads: list[threading.Thread] = []
+            type(db)._advance_epoch = mid_epoch
+            try:
+                db.ingest("orders", [{"id": 2, "customer": "b", "amount": 7}])
+            finally:
+                type(db)._advance_epoch = advance
+            threads[0].join(timeout=120)
+            assert answers == [[("a", 5), ("b", 7)]]
+            assert reader.epoch == 2
+            assert rows(reader.sql("SELECT id, customer FROM orders")) == [(1, "a"), (2, "b")]
+            with pytest.raises(ivm.SqlError, match="read-only query"):
+                reader.sql("DELETE FROM orders")
+            with pytest.raises(ivm.SqlError, match="table function read_csv"):
+                reader.sql("SELECT * FROM read_csv('/etc/passwd')")
     finally:
-        spark_db.close()
+        db.close()
