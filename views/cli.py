@@ -9,6 +9,9 @@
     ivm status DIR                                epoch, tables, views, rows, state bytes, times
     ivm serve DIR [--port N]                      read-only SQL over Arrow Flight (views.serving)
 
+Every command takes ``--spark MASTER`` (and ``run``, creating state, ``--partitions N``)
+before its name to work on Spark-mode state: ``ivm --spark local[2] status DIR``.
+
 Results print as tables (``rich``); loads show a progress bar on a terminal. An
 ``ivm.IvmError`` prints as ``ivm: error: …`` with exit status 1, never a traceback.
 """
@@ -17,7 +20,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from rich.text import Text
@@ -65,6 +69,10 @@ def write_file(path: Path, data: str | bytes) -> None:
 def parser() -> argparse.ArgumentParser:
     """The command line's arguments."""
     top = argparse.ArgumentParser(prog="ivm", description=__doc__.split("\n\n")[0])
+    top.add_argument("--spark", metavar="MASTER",
+                     help="Spark mode: the Spark master (local[2], spark://host:7077, ...)")
+    top.add_argument("--partitions", type=int,
+                     help="Spark mode: partitions of new state (default: Spark's parallelism)")
     commands = top.add_subparsers(required=True, metavar="COMMAND")
     run = commands.add_parser("run", help="create a pipeline and apply its CDC files")
     run.add_argument("sql", type=Path, help="the SQL file of its tables and views")
@@ -103,12 +111,34 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
-def existing(state: Path) -> Session:
-    """A session on existing state (a missing directory is an error, not new state)."""
+@contextmanager
+def session(args: argparse.Namespace, state: Path) -> Iterator[Session]:
+    """A session on ``state``: embedded, or with ``--spark`` on a SparkSession of that
+    master (``views.spark.cli_session``), closed (and its Spark stopped) at the end."""
+    if args.spark is None:
+        if args.partitions is not None:
+            raise IvmError("--partitions applies to Spark mode: give --spark MASTER too")
+        with connect(state) as db:
+            yield db
+        return
+    from ivm.views.spark.cli_session import spark_for_cli  # imports pyspark
+
+    with spark_for_cli(args.spark) as spark, connect(
+        state, spark=spark, partitions=args.partitions
+    ) as db:
+        yield db
+
+
+@contextmanager
+def existing(args: argparse.Namespace) -> Iterator[Session]:
+    """A session on the existing state ``args.state`` (a missing directory is an error,
+    not new state)."""
+    state = args.state
     if not (state / "ivm.duckdb").exists():
         raise IvmError(f"no ivm state at {state} (create it with: ivm run pipeline.sql "
                        f"--state {state})")
-    return connect(state)
+    with session(args, state) as db:
+        yield db
 
 
 def run_pipeline(args: argparse.Namespace) -> None:
@@ -117,7 +147,7 @@ def run_pipeline(args: argparse.Namespace) -> None:
 
     out = console()
     script = read_file(args.sql)  # before the state is opened (or created) for it
-    with connect(args.state) as db:
+    with session(args, args.state) as db:
         with out.status("creating tables and views (backfilling views from their tables)"):
             done = pipeline.define(db, script)
         for line in done:
@@ -146,19 +176,19 @@ def run_pipeline(args: argparse.Namespace) -> None:
 
 def run_sql(args: argparse.Namespace) -> None:
     """``ivm sql``."""
-    with existing(args.state) as db:
+    with existing(args) as db:
         render_table(db.sql(args.query), args.limit)
 
 
 def show_rows(args: argparse.Namespace) -> None:
     """``ivm show``."""
-    with existing(args.state) as db:
+    with existing(args) as db:
         render_table(db.read(args.name), args.limit, title=args.name)
 
 
 def explain_view(args: argparse.Namespace) -> None:
     """``ivm explain``."""
-    with existing(args.state) as db:
+    with existing(args) as db:
         if args.format == "text":
             plan: str | bytes = db.explain(args.view, analyze=args.analyze)
         else:
@@ -173,7 +203,7 @@ def explain_view(args: argparse.Namespace) -> None:
 
 def check_view(args: argparse.Namespace) -> None:
     """``ivm check``: exit status 0 when maintained, 2 when refused."""
-    with existing(args.state) as db:
+    with existing(args) as db:
         check = db.check(args.query)
     print(check)
     if not check:
@@ -182,7 +212,7 @@ def check_view(args: argparse.Namespace) -> None:
 
 def serve_state(args: argparse.Namespace) -> None:
     """``ivm serve``: until interrupted (readers: ``ivm.views.serving.Reader``)."""
-    with existing(args.state) as db:
+    with existing(args) as db:
         server = db.serve(args.port, args.host)
         console().print(f"serving {args.state} at {server.location} (Ctrl-C stops)",
                         highlight=False)
@@ -194,7 +224,7 @@ def serve_state(args: argparse.Namespace) -> None:
 
 def show_status(args: argparse.Namespace) -> None:
     """``ivm status``."""
-    with existing(args.state) as db:
+    with existing(args) as db:
         render_status(args.state, db.epoch, db.stats(), db._history())
 
 

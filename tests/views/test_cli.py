@@ -9,6 +9,7 @@ import subprocess
 import sys
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -121,3 +122,39 @@ def test_the_console_script_is_installed() -> None:
     result = subprocess.run([str(script), "--help"], capture_output=True, text=True,
                             timeout=120, check=False)
     assert result.returncode == 0 and "status" in result.stdout
+
+
+def test_spark_mode_from_the_command_line(pipeline: Path, spark: Any, capsys: Any) -> None:
+    # In this process the command line takes the SparkSession already running (the
+    # tests'); from a shell it starts one on the master given (test below, deep profile).
+    from ivm.views import cli
+
+    state = pipeline / "spark-st"
+    common = ["--spark", "local[2]"]
+    assert cli.main([*common, "--partitions", "2", "run", str(pipeline / "pipeline.sql"),
+                     "--state", str(state), "--cdc", str(pipeline / "cdc")]) == 0
+    assert "3 file(s) applied, 0 applied before; epoch 3" in capsys.readouterr().out
+    assert cli.main([*common, "show", str(state), "revenue"]) == 0
+    assert "2 row(s)" in capsys.readouterr().out
+    assert cli.main([*common, "status", str(state)]) == 0
+    assert "epoch 3" in capsys.readouterr().out
+    assert cli.main(["status", str(state)]) == 1  # without --spark: told how to open it
+    assert "created in Spark mode" in capsys.readouterr().err
+    assert cli.main(["--partitions", "2", "status", str(state)]) == 1
+    assert "--partitions applies to Spark mode" in capsys.readouterr().err
+    assert not spark.sparkContext._jsc.sc().isStopped()  # noqa: SLF001 - left running
+    with ivm.connect(state, spark=spark) as db:
+        for name, view in db.views.items():
+            assert sorted(map(str, db.read(name).to_pylist())) == \
+                sorted(map(str, db.sql(view.sql).to_pylist())), name
+
+
+@pytest.mark.deep
+def test_spark_mode_from_a_shell(pipeline: Path) -> None:
+    run = ivm_cli("--spark", "local[1]", "--partitions", "2", "run", "pipeline.sql",
+                  "--state", "st", "--cdc", "cdc", cwd=pipeline)
+    assert run.returncode == 0, run.stderr
+    assert "epoch 3" in run.stdout
+    show = ivm_cli("--spark", "local[1]", "sql", "st", "SELECT region, total FROM by_region",
+                   cwd=pipeline)
+    assert show.returncode == 0 and "eu" in show.stdout and "12" in show.stdout, show.stderr
