@@ -90,18 +90,30 @@ def guard_public(cls: type) -> type:
         if name.startswith("_") or getattr(attribute, _GUARDED, False):
             continue
         if isinstance(attribute, property):
-            accessors = (attribute.fget, attribute.fset, attribute.fdel)
-            setattr(cls, name, _GuardedProperty(
-                *(guarded(f) if f is not None else None for f in accessors),
-                doc=attribute.__doc__,
-            ))
+            setattr(cls, name, wrapped_property(attribute, guarded, _GuardedProperty))
         elif callable(attribute) and not isinstance(attribute, (type, staticmethod, classmethod)):
             setattr(cls, name, guarded(attribute))
     return cls
 
 
+def wrapped_property(
+    attribute: property, wrap: Callable[[Any], Any], kind: type[property] | None = None
+) -> property:
+    """``attribute`` with each accessor passed through ``wrap``, as a property of ``kind``
+    (default: its own type), keeping its docstring. A property subclass loses ``doc=``
+    (Python 3.11 sets it on the instance, where the subclass's own ``__doc__`` hides it),
+    so the docstring is set on the instance after."""
+    wrapped = (kind or type(attribute))(
+        *(wrap(f) if f is not None else None
+          for f in (attribute.fget, attribute.fset, attribute.fdel))
+    )
+    wrapped.__doc__ = attribute.__doc__
+    return wrapped
+
+
 class _GuardedProperty(property):
-    """A property whose accessors are guarded."""
+    # A property whose accessors are guarded. No docstring: a subclass's own would hide
+    # every instance's (``help(Session.epoch)`` read this sentence, not the property's).
 
     __ivm_guarded__ = True
 

@@ -34,4 +34,4 @@ def aggregate_plan_property() -> property:
         "How views planned from now on maintain SUM/COUNT over joins: 'flat' (default; "
         "the aggregate over the whole join), 'auto' (factorized into partial aggregates "
         "where the join fans out) or 'factorized' (wherever possible). A view's own hint, "
-        "SELECT /*+ factorize */ or SELECT /*+ no_factorize */, overrides it."))
+        "SELECT /*+ factorize */ or SELECT /*+ no_factorize */, overrides it. Both modes."))

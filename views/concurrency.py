@@ -39,6 +39,7 @@ import duckdb
 import pyarrow as pa
 
 from ivm.errors import SqlError, StateError
+from ivm.guard import wrapped_property
 from ivm.storage.settings import apply
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -115,11 +116,7 @@ def serialize_public(cls: type, concurrent: frozenset[str] = CONCURRENT) -> type
             continue
         attribute = next((b.__dict__[name] for b in cls.__mro__ if name in b.__dict__), None)
         if isinstance(attribute, property):
-            accessors = (attribute.fget, attribute.fset, attribute.fdel)
-            setattr(cls, name, type(attribute)(
-                *(serialized(f) if f is not None else None for f in accessors),
-                doc=attribute.__doc__,
-            ))
+            setattr(cls, name, wrapped_property(attribute, serialized))
         elif callable(attribute) and not isinstance(attribute, type | staticmethod | classmethod):
             setattr(cls, name, serialized(attribute))
     return cls

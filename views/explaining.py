@@ -60,7 +60,8 @@ class Explaining(_Base):
 
     def plain_sql(self, view: str) -> str:
         """The view's logical plan as one ordinary DuckDB query over its tables and views:
-        what recomputing it from scratch runs (a second oracle for the planner)."""
+        what recomputing it from scratch runs (a second oracle for the planner). Both
+        modes."""
         return plain_sql(self._views[self._view_named(view)].plan)
 
     def _view_named(self, view: str) -> str:

@@ -41,4 +41,4 @@ def join_plan_property() -> property:
         "How views planned from now on maintain joins whose equi-join hypergraph is cyclic "
         "(triangles, cycles, cliques): 'auto' (default; worst-case-optimal delta queries), "
         "'wcoj' (every equi-join that way) or 'binary' (today's plans). A view's own "
-        "hint, SELECT /*+ wcoj */ or SELECT /*+ binary_join */, overrides it."))
+        "hint, SELECT /*+ wcoj */ or SELECT /*+ binary_join */, overrides it. Both modes."))

@@ -48,7 +48,8 @@ class Outside(_Base):
         the epochs to come. A callback that raises never undoes its epoch: the failure is
         warned of (``ivm.IvmWarning``) and kept in ``Subscription.failures``, and later
         epochs are still delivered. ``Subscription.cancel()`` stops it. Subscriptions
-        live as long as the session. Sinks that write deltas out: ``ivm.sinks``.
+        live as long as the session. Sinks that write deltas out: ``ivm.sinks``. Both
+        modes (called on the driver in Spark mode).
         """
         return self._feeds.subscribe(view, callback, snapshot)
 
@@ -57,13 +58,14 @@ class Outside(_Base):
         ``changes``. Each epoch's delta is logged in the epoch's own transaction, so the
         log holds every committed epoch exactly once, across restarts. ``retain=0`` stops
         and deletes the log; calling again changes the retention and keeps the log. The log
-        of a view that is dropped or replaced goes with it."""
+        of a view that is dropped or replaced goes with it. Both modes (Spark mode keeps
+        the log in the driver's catalog database)."""
         self._feeds.set_changelog(view, retain)
 
     def changes(self, view: str, since: int = 0) -> pa.Table:
         """The changes of ``view`` (it must keep a ``changelog``) in the epochs after
         ``since``: its columns, ``__w`` and ``__epoch``, ordered by epoch. ``since``
-        older than what the log retains raises ``ivm.EpochError``."""
+        older than what the log retains raises ``ivm.EpochError``. Both modes."""
         return self._feeds.changes(view, since)
 
     def sink(

@@ -115,4 +115,5 @@ def recompute_fraction_property() -> property:
     return property(get, set_, doc=(
         "Recompute a view, rather than maintain it, in an epoch whose changed input rows "
         f"reach this share of the rows its inputs hold (and at least {RECOMPUTE_MIN_ROWS:,}); "
-        f"default {RECOMPUTE_FRACTION}; None: always maintain. Same results either way."))
+        f"default {RECOMPUTE_FRACTION}; None: always maintain. Same results either way. "
+        "Embedded mode; Spark mode always maintains."))

@@ -72,7 +72,8 @@ def memory_limit_property() -> property:
         "The memory the session may use, in bytes (DuckDB and the state ivm keeps in "
         "memory together): ivm.connect(..., memory_limit=) or its default, half of the "
         "machine's memory. Settable, in bytes or as '4GB'; past it an epoch fails with "
-        "ivm.ResourceError and applies nothing."))
+        "ivm.ResourceError and applies nothing. Both modes (in Spark mode: the driver's "
+        "DuckDB and state, and each task's DuckDB when set explicitly)."))
 
 
 def settle(session: Session) -> None:

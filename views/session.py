@@ -179,14 +179,16 @@ class Session(Surface, Ddl, Ingest, ViewState, Names):
 
     @property
     def epoch(self) -> int:
-        """The last epoch applied (0 before any ingest)."""
+        """The last epoch applied (0 before any ingest), as the state's catalog records
+        it. Both modes."""
         return self._catalog.epoch
 
     @property
     def iteration_limit(self) -> int:
         """The most iterations a recursive view may take in one epoch (default 1000). A
         recursion still running past it raises ``ivm.IterationLimitError`` naming the view,
-        and the batch (or the view's creation) is rejected whole."""
+        and the batch (or the view's creation) is rejected whole. Settable (a positive
+        integer). Both modes."""
         return self._iteration_limit
 
     @iteration_limit.setter
@@ -202,7 +204,8 @@ class Session(Surface, Ddl, Ingest, ViewState, Names):
 
     @property
     def tables(self) -> Mapping[str, TableInfo]:
-        """Every base table by name, with its columns and its SQL (read-only)."""
+        """Every base table by name, with its columns and its SQL (read-only). Both
+        modes."""
         self._check_open()
         return MappingProxyType(
             {n: table_info(t, self._arrow_schemas[n]) for n, t in self._tables.items()}
@@ -210,7 +213,8 @@ class Session(Surface, Ddl, Ingest, ViewState, Names):
 
     @property
     def views(self) -> Mapping[str, ViewInfo]:
-        """Every maintained view by name, with its columns and its SQL (read-only)."""
+        """Every maintained view by name, with its columns and its SQL (read-only). Both
+        modes."""
         self._check_open()
         return MappingProxyType(
             {n: view_info(v, self._arrow_schema(v.schema)) for n, v in self._views.items()}
@@ -219,8 +223,9 @@ class Session(Surface, Ddl, Ingest, ViewState, Names):
     def execute(self, sql: str) -> None:
         """Run DDL: CREATE [OR REPLACE] TABLE, CREATE [OR REPLACE] [MATERIALIZED] VIEW,
         DROP VIEW, DROP TABLE (… CASCADE drops the views that read it too), ALTER TABLE …
-        ADD / DROP / RENAME COLUMN (embedded mode; ``views.altering``), and REFRESH
-        [MATERIALIZED] VIEW (a no-op, with an ``IvmWarning``: views are always fresh).
+        ADD / DROP / RENAME COLUMN (the rows kept, the views reading the table planned and
+        filled again; ``views.altering``), and REFRESH [MATERIALIZED] VIEW (a no-op, with
+        an ``IvmWarning``: views are always fresh). Both modes.
 
         A script of several statements is applied atomically: if one fails, none applies.
         """
@@ -248,7 +253,9 @@ class Session(Surface, Ddl, Ingest, ViewState, Names):
         (``views.epochs``): N already applied returns that epoch's deltas and does nothing.
         A batch with no rows and no ``epoch=`` is a no-op: the epoch stays. A
         ``RecordBatchReader`` or DuckDB relation streams in chunks, one epoch; ``progress``
-        shows a progress bar (``views.loading``). Batches: ``views.batches``.
+        shows a progress bar (``views.loading``). Batches: ``views.batches``. Both modes
+        (Spark mode spools a stream to Arrow files under the state and applies it as one
+        Spark batch).
         """
         if progress is not None and not isinstance(progress, bool):
             raise IvmError(f"ingest: progress= is True, False or None (when stderr is a "
@@ -297,22 +304,19 @@ class Session(Surface, Ddl, Ingest, ViewState, Names):
         return self._engine.partitions
 
     @property
-    def root(self) -> Path | None:
-        """The state directory (``path``; None for an in-memory session)."""
-        return self.path
-
-    @property
-    def failure(self) -> Any:
+    def _failure(self) -> Any:
         """Spark mode's test hook: a ``FailurePoint`` (``ivm.execution.spark.tasks``)."""
         return self._engine.failure
 
-    @failure.setter
-    def failure(self, point: Any) -> None:
+    @_failure.setter
+    def _failure(self, point: Any) -> None:
         self._engine.failure = point
 
     def close(self) -> None:
         """Close the session; persistent state stays on disk, with its in-memory indexes
-        saved for the next open (``views.saved_indexes``). Closing twice is harmless."""
+        saved for the next open (``views.saved_indexes``), and a server ``serve`` started
+        stops. Closing twice is harmless. Both modes (Spark mode leaves the SparkSession
+        running: it is the caller's)."""
         if not self._closed:
             self._closed = True
             try:
@@ -326,7 +330,7 @@ class Session(Surface, Ddl, Ingest, ViewState, Names):
                 finally:
                     release(self._state_file)
 
-    def commit_actions_failed(self) -> None:
+    def _commit_actions_failed(self) -> None:
         """An action run after a commit failed (the commit stands, the error is raised):
         the in-memory indexes it was bringing up to date may be half done, so all of them
         are dropped, to be built from the traces again at first use."""

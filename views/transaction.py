@@ -34,7 +34,7 @@ class Transactional(Protocol):
         """Put back what ``snapshot`` returned."""
         ...
 
-    def commit_actions_failed(self) -> None:
+    def _commit_actions_failed(self) -> None:
         """Told when an action run after the commit failed (the commit stands)."""
         ...
 
@@ -83,7 +83,7 @@ class Transaction:
             try:
                 run_all(s._on_commit)
             except BaseException:
-                s.commit_actions_failed()
+                s._commit_actions_failed()
                 raise
             faults.reached("commit.actions")
             return

@@ -14,7 +14,9 @@ from ivm.views.session import Session
 from ivm.views.spark.quiet import LOGGERS, quiet_tasks
 
 INTERNALS = ("con", "catalog", "snapshot", "restore", "names", "compactor", "arrow_schemas",
-             "row_indexes", "operator_memory", "arrangements", "on_commit", "on_rollback")
+             "row_indexes", "operator_memory", "arrangements", "on_commit", "on_rollback",
+             "failure", "commit_actions_failed", "root")
+MODES = ("Both modes", "Spark mode", "Embedded mode", "embedded", "(Spark; None embedded)")
 
 
 def test_internals_are_private_and_public_methods_documented() -> None:
@@ -27,6 +29,9 @@ def test_internals_are_private_and_public_methods_documented() -> None:
         for name in public:
             doc = inspect.getdoc(getattr(Session, name))
             assert doc and len(doc) > 30, f"Session.{name} has no real docstring"
+            assert "accessors are guarded" not in doc, f"Session.{name} lost its docstring"
+            words = " ".join(doc.split())
+            assert any(m in words for m in MODES), f"Session.{name} does not say its modes"
     finally:
         db.close()
 

@@ -82,10 +82,10 @@ def scenario(master: str, root: Path) -> None:
     harness = Harness([ORDERS, CUSTOMERS], connect=connect)
     harness.create_views(VIEWS)
     harness.apply(Epoch.of(SCRIPT[0], fmt="weighted"))
-    harness.db.failure = FailurePoint(stage="-revenue/", attempts=None,
+    harness.db._failure = FailurePoint(stage="-revenue/", attempts=None,
                                       marker=str(root / "markers"), pause=PAUSE)
     harness.apply(Epoch.of(SCRIPT[1], fmt="debezium"))
-    harness.db.failure = None
+    harness.db._failure = None
     harness.apply(Epoch.of(SCRIPT[2]))
     harness.reopen()  # every relation checked again from the partition files
     harness.close()

@@ -161,7 +161,7 @@ def test_tasks_retried_after_writing_apply_their_epoch_once(loaded: Any, tmp_pat
     # (The second epoch: deletes and updates of both tables, after a first load.)
     markers = tmp_path / "failures"
     markers.mkdir()
-    loaded.db.failure = FailurePoint(stage="", attempts=(0,), marker=str(markers))
+    loaded.db._failure = FailurePoint(stage="", attempts=(0,), marker=str(markers))
     loaded.apply(Epoch.of(SCRIPT[2], fmt="debezium"))
     # A stage's directory: .../t<n>-orders/table or .../v<n>-revenue/s4-join.
     stages = {re.sub(r"^([tv])\d+-", r"\1-", f.read_text().rsplit("/", 2)[-2])
@@ -175,7 +175,7 @@ def test_tasks_retried_after_writing_apply_their_epoch_once(loaded: Any, tmp_pat
 def test_tasks_retried_before_writing(harness: Any, tmp_path: Path) -> None:
     markers = tmp_path / "failures"
     markers.mkdir()
-    harness.db.failure = FailurePoint(stage="-revenue/", after_write=False, attempts=(0, 1),
+    harness.db._failure = FailurePoint(stage="-revenue/", after_write=False, attempts=(0, 1),
                                       marker=str(markers))
     harness.apply(Epoch.of(SCRIPT[0]))
     assert len(list(markers.iterdir())) >= 2  # two attempts of a task failed, the third ran
@@ -185,13 +185,13 @@ def test_failed_ingest_applies_nothing_anywhere(loaded: Any, tmp_path: Path) -> 
     db = loaded.db
     # The view stages fail on every attempt: the table stages have applied the epoch
     # by then, and must be rolled back.
-    db.failure = FailurePoint(stage="-revenue/", attempts=None)
+    db._failure = FailurePoint(stage="-revenue/", attempts=None)
     with pytest.raises(ivm.IvmError, match="injected failure"):
         db.ingest({"orders": [{"id": 9, "customer": "a", "amount": Decimal("1.00"), "qty": 1}],
                    "customers": [{"name": "d", "region": "east"}]})
     assert db.epoch == 1
     assert max(partition_epochs(tmp_path / "state")) == 1
-    db.failure = None
+    db._failure = None
     loaded.apply(Epoch.of(SCRIPT[2]))  # the oracle never saw the failed batch
 
 
@@ -479,6 +479,6 @@ def test_replacing_the_newest_view_keeps_its_state_on_spark(loaded: Any) -> None
     for name in ("revenue", "busy"):
         loaded.views.pop(name), loaded.oracle_sql.pop(name), loaded.applied.pop(name)
         assert name not in db.views
-    assert not [d for d in (loaded.db.root / "views").iterdir() if "revenue" in d.name]
+    assert not [d for d in (loaded.db.path / "views").iterdir() if "revenue" in d.name]
     loaded.apply(Epoch.of(SCRIPT[2]))
     loaded.reopen()

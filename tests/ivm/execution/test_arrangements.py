@@ -91,7 +91,7 @@ def test_a_failed_after_commit_action_drops_every_arrangement() -> None:
         harness.apply(first)
         harness.apply(second)
         assert harness.db._arrangements.sizes()
-        harness.db.commit_actions_failed()
+        harness.db._commit_actions_failed()
         assert not harness.db._arrangements.sizes()
         for epoch in rest:  # built again from the traces, still exact
             harness.apply(epoch)
