@@ -9,6 +9,7 @@ registrations. A DuckDB error inside becomes the given ``IvmError`` class (an ep
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
@@ -68,33 +69,51 @@ class Transaction:
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, tb: object
     ) -> None:
-        s = self.session
         if kind is None:
-            try:
-                faults.reached("commit.before")
-                s._con.execute("COMMIT").fetchall()
-            except duckdb.Error as commit_error:
-                s._restore(self.saved)
-                run_all(reversed(s._on_rollback))
-                raise StateError(f"committing failed, nothing was applied: {commit_error}") from (
-                    commit_error
-                )
-            faults.reached("commit.after")
-            try:
-                run_all(s._on_commit)
-            except BaseException:
-                s._commit_actions_failed()
-                raise
-            faults.reached("commit.actions")
+            self._commit()
             return
-        try:
-            s._con.execute("ROLLBACK").fetchall()
-        finally:
-            s._restore(self.saved)
-            run_all(reversed(s._on_rollback))
+        self._roll_back()
         if isinstance(error, OSError):  # the machine's (a full disk), not ivm's
             raise self.error_class(f"writing state failed, nothing was applied: {error}") from error
         if isinstance(error, duckdb.Error):
             if self.error_class is ExecutionError:  # an epoch's statements are ivm's own
                 raise sql_failure(error) from error
             raise self.error_class(f"DuckDB: {duckdb_text(error)}") from error
+
+    def _commit(self) -> None:
+        """COMMIT, then the after-commit actions. Whatever stops the COMMIT (DuckDB's
+        error, a full disk, an interrupt) rolls back: the session is as before, its
+        transaction closed. Once it has committed, the actions run whatever comes
+        (the session's epoch count is the first), so the session matches its state; a
+        failing action leaves the commit standing and is raised."""
+        s = self.session
+        try:
+            faults.reached("commit.before")
+            s._con.execute("COMMIT").fetchall()
+        except BaseException as commit_error:
+            self._roll_back()
+            if isinstance(commit_error, duckdb.Error | OSError):
+                raise StateError(
+                    f"committing failed, nothing was applied: {commit_error}"
+                ) from commit_error
+            raise
+        try:
+            faults.reached("commit.after")
+        finally:
+            try:
+                run_all(s._on_commit)
+            except BaseException:
+                s._commit_actions_failed()
+                raise
+        faults.reached("commit.actions")
+
+    def _roll_back(self) -> None:
+        """ROLLBACK (none may be open after a failed COMMIT), the in-memory catalog
+        restored and the roll-back actions run."""
+        s = self.session
+        try:
+            with contextlib.suppress(duckdb.TransactionException):  # nothing open
+                s._con.execute("ROLLBACK").fetchall()
+        finally:
+            s._restore(self.saved)
+            run_all(reversed(s._on_rollback))
