@@ -23,6 +23,10 @@ and five epochs, each using one of the batch formats ivm accepts:
     4. deletes                 a weighted pyarrow table (``__w = -1`` per deleted row)
     5. a customer moves        ``mode="upsert"``: the new row replaces the old one by key
 
+then the rest of the README's tour: a subscriber told of every epoch after its commit,
+an epoch applied exactly once (``epoch=6``, sent twice), ``db.check`` asking whether a
+view can be maintained, and ``db.stats()``.
+
 Run it with ``make demo`` or ``.venv/bin/python examples/quickstart.py``.
 """
 
@@ -255,6 +259,38 @@ def show_final_state(db: ivm.Session) -> None:
     console.print(db.explain("revenue_by_region"), soft_wrap=True, markup=False, highlight=False)
 
 
+def show_the_rest_of_the_tour(db: ivm.Session) -> None:
+    """A subscriber, an exactly-once epoch sent twice, ``db.check`` and ``db.stats()``."""
+    console.print()
+    console.rule("A subscriber, and epoch 6 sent twice (ingest(..., epoch=6))", align="left",
+                 characters="─")
+    told: list[tuple[int, int]] = []
+    db.subscribe("revenue_by_region", lambda n, delta: told.append((n, delta.num_rows)),
+                 snapshot=False)
+    late = [order(108, 1, "15.00", "open", 5)]
+    first = db.ingest("orders", late, epoch=6)
+    again = db.ingest("orders", late, epoch=6)  # a retry (a stream restarted): a no-op
+    assert db.epoch == 6 and again["revenue_by_region"].equals(first["revenue_by_region"])
+    console.print(f"  the subscriber was told of epoch(s) {[n for n, _ in told]} "
+                  f"({told[0][1]} changed rows); the second send returned the stored "
+                  f"deltas and applied nothing (epoch {db.epoch})", highlight=False)
+    console.print()
+    console.rule("db.check: can this view be maintained?", align="left", characters="─")
+    for query in ("SELECT status, MEDIAN(amount) AS m FROM orders GROUP BY status",
+                  "SELECT id, random() AS r FROM orders"):
+        verdict = str(db.check(query)).splitlines()[0]
+        console.print(Text(f"  {query}\n    -> {verdict}"))
+    console.print()
+    console.rule("db.stats()", align="left", characters="─")
+    stats = Table(box=box.SIMPLE_HEAD, show_edge=False)
+    for column in ("name", "kind", "rows", "state bytes", "last epoch ms", "epochs"):
+        stats.add_column(column, justify="left" if column in ("name", "kind") else "right")
+    for s in db.stats().values():
+        last = "-" if s.last_seconds is None else f"{s.last_seconds * 1000:.1f}"
+        stats.add_row(s.name, s.kind, str(s.rows), f"{s.state_bytes:,}", last, str(s.epochs))
+    console.print(stats)
+
+
 def verify(db: ivm.Session) -> None:
     """Check that each maintained view equals its SQL recomputed from the base tables."""
     for view, sql in VIEWS.items():
@@ -276,6 +312,7 @@ def main() -> None:
         create_schema(db)
         run_epochs(db)
         show_final_state(db)
+        show_the_rest_of_the_tour(db)
         verify(db)
 
 
