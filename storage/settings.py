@@ -97,11 +97,17 @@ def settings_sql(settings: Mapping[str, str]) -> str:
     )
 
 
+QUIET_PROGRESS = {"enable_progress_bar": "true", "enable_progress_bar_print": "false"}
+"""Given to every connection with its settings: DuckDB keeps counting a statement's
+progress (``query_progress()``, which ``views.progress`` draws, labelled, on stderr)
+but never prints its own bar, unlabelled, on standard output past two seconds."""
+
+
 def apply(con: duckdb.DuckDBPyConnection, settings: Mapping[str, str]) -> None:
-    """Give ``con`` every one of ``settings`` (one statement; ``TimeZone`` and ``Calendar``
-    hold per connection, so every connection and cursor is given them)."""
-    if settings:
-        con.execute(settings_sql(settings)).fetchall()
+    """Give ``con`` every one of ``settings`` and ``QUIET_PROGRESS`` (one statement;
+    ``TimeZone``, ``Calendar`` and the progress bar's hold per connection, so every
+    connection and cursor is given them)."""
+    con.execute(settings_sql({**QUIET_PROGRESS, **settings})).fetchall()
 
 
 def applied(con: duckdb.DuckDBPyConnection, settings: Mapping[str, str]) -> dict[str, str]:

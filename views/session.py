@@ -57,6 +57,7 @@ from ivm.views.ingest import Ingest
 from ivm.views.join_plans import join_plan_property
 from ivm.views.loading import load_stream, release_spooled, streamed
 from ivm.views.names import Names
+from ivm.views.progress import checked, shown
 from ivm.views.read_queries import check_read_query
 from ivm.views.recompute import recompute_fraction_property
 from ivm.views.resources import held_bytes, memory_limit_property, settle
@@ -220,7 +221,7 @@ class Session(Surface, Ddl, Ingest, ViewState, Names):
             {n: view_info(v, self._arrow_schema(v.schema)) for n, v in self._views.items()}
         )
 
-    def execute(self, sql: str) -> None:
+    def execute(self, sql: str, *, progress: bool | None = None) -> None:
         """Run DDL: CREATE [OR REPLACE] TABLE, CREATE [OR REPLACE] [MATERIALIZED] VIEW,
         DROP VIEW, DROP TABLE (… CASCADE drops the views that read it too), ALTER TABLE …
         ADD / DROP / RENAME COLUMN (the rows kept, the views reading the table planned and
@@ -228,12 +229,15 @@ class Session(Surface, Ddl, Ingest, ViewState, Names):
         an ``IvmWarning``: views are always fresh). Both modes.
 
         A script of several statements is applied atomically: if one fails, none applies.
+        ``progress`` draws a bar of a long script (views' backfills) on stderr: None (the
+        default) when stderr is a terminal and it runs past a second (``views.progress``).
         """
         self._check_open()
+        checked(progress, "execute")
         statements = parse_script(sql)
         self._described.clear()  # tables change: what DuckDB answered may no longer hold
         try:
-            with self._transaction():  # the whole script, or nothing
+            with shown(self, "running DDL (filling views)", progress), self._transaction():
                 for statement in statements:
                     self._run_statement(statement)
         except ViewFailed as failure:
@@ -253,13 +257,13 @@ class Session(Surface, Ddl, Ingest, ViewState, Names):
         (``views.epochs``): N already applied returns that epoch's deltas and does nothing.
         A batch with no rows and no ``epoch=`` is a no-op: the epoch stays. A
         ``RecordBatchReader`` or DuckDB relation streams in chunks, one epoch; ``progress``
-        shows a progress bar (``views.loading``). Batches: ``views.batches``. Both modes
+        shows a bar of the rows loaded (``views.loading``), or, for a batch not streamed,
+        of the epoch's work once it runs past a second (``views.progress``; None: when
+        stderr is a terminal). Batches: ``views.batches``. Both modes
         (Spark mode spools a stream to Arrow files under the state and applies it as one
         Spark batch).
         """
-        if progress is not None and not isinstance(progress, bool):
-            raise IvmError(f"ingest: progress= is True, False or None (when stderr is a "
-                           f"terminal and the load streams), not {progress!r}")
+        checked(progress, "ingest")
         replay = self._replayed(epoch)
         if replay is not None:
             return replay
@@ -271,7 +275,8 @@ class Session(Surface, Ddl, Ingest, ViewState, Names):
                 changes = self._prepared(table, batch, mode, sequence)
             if epoch is None and self._no_rows(changes):
                 return self._unchanged()
-            deltas = self._engine.commit_epoch(changes, upsert=mode == "upsert")
+            with shown(self, f"epoch {self.epoch + 1}", progress):
+                deltas = self._engine.commit_epoch(changes, upsert=mode == "upsert")
         finally:
             release_spooled(self)
         return self._finish_epoch(profile, deltas)
