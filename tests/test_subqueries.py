@@ -299,6 +299,7 @@ def test_subqueries_on_spark(data: st.DataObject, spark: Any,
                                              partitions=SPARK_PARTITIONS))
 
 
+@pytest.mark.deep  # the guard's code is the embedded one; see its embedded tests
 def test_two_rows_fail_the_epoch_on_spark(spark: Any,
                                           tmp_path_factory: pytest.TempPathFactory) -> None:
     """The guard of a correlated scalar subquery in Spark mode: a live outer row whose key

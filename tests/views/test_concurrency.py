@@ -20,13 +20,14 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from oracle.settings import shortened
 from oracle.spark import SPARK_PARTITIONS
 
 import ivm
 from ivm.storage.state_lock import lock_path
 
 ROWS = 40
-EPOCHS = 200
+EPOCHS = shortened(200)  # 100 in make test, 200 in the deep profile
 DDL = """
     CREATE TABLE t (id BIGINT PRIMARY KEY, k BIGINT);
     CREATE VIEW totals AS SELECT COUNT(*) AS n, SUM(k) AS total, SUM(k * k) AS squares FROM t;
