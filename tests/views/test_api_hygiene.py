@@ -63,13 +63,17 @@ def test_sql_errors_carry_no_terminal_escapes() -> None:
     assert "\x1b" not in str(raised.value) and "line 1, column 7" in str(raised.value)
 
 
-def test_refresh_is_a_noop_with_a_note() -> None:
-    db = ivm.connect()
-    db.execute("CREATE TABLE t (a INT); CREATE VIEW v AS SELECT a FROM t")
-    with pytest.warns(ivm.IvmWarning, match="does nothing: ivm keeps every view fresh"):
-        db.execute("REFRESH MATERIALIZED VIEW v")
-    with pytest.raises(ivm.SqlError, match="no view named 'nope'"):
-        db.execute("REFRESH MATERIALIZED VIEW nope")
+@pytest.mark.parametrize("mode", ["embedded", "spark"])
+def test_refresh_is_a_noop_with_a_note(spark: Any, tmp_path: Path, mode: str) -> None:
+    options = {"spark": spark, "partitions": 2} if mode == "spark" else {}
+    with ivm.connect(tmp_path / "s", **options) as db:
+        db.execute("CREATE TABLE t (a INT); CREATE VIEW v AS SELECT a FROM t")
+        db.ingest("t", [{"a": 1}])
+        with pytest.warns(ivm.IvmWarning, match="does nothing: ivm keeps every view fresh"):
+            db.execute("REFRESH MATERIALIZED VIEW v")
+        assert db.epoch == 1 and db.read("v").to_pylist() == [{"a": 1}]  # nothing ran
+        with pytest.raises(ivm.SqlError, match="no view named 'nope'"):
+            db.execute("REFRESH MATERIALIZED VIEW nope")
 
 
 def test_spark_task_loggers_are_quiet_during_an_epoch(spark: Any, tmp_path: Path) -> None:

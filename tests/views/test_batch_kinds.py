@@ -93,13 +93,20 @@ def test_progress_bar_on_a_large_load(db: Any, monkeypatch: Any, capsys: Any) ->
 
 
 def test_batch_kinds_on_spark(spark: Any, tmp_path: Path) -> None:
+    polars = pytest.importorskip("polars")
     db = ivm.connect(tmp_path / "s", spark=spark, partitions=2)
     try:
         db.execute(DDL)
         db.ingest("t", {"id": [1, 2], "s": ["a", "b"]})
         db.ingest("t", pa.table({"id": [3], "s": ["a"]}).to_reader())
         db.ingest("t", duckdb.sql("SELECT 4::BIGINT AS id, 'c' AS s"))
-        assert rows(db.read("v")) == [("a", 2), ("b", 1), ("c", 1)]
+        db.ingest("t", polars.DataFrame({"id": [5, 1], "s": ["c", "a"], "__w": [1, -1]}))
+        assert db.epoch == 4
+        assert rows(db.read("t")) == [(2, "b"), (3, "a"), (4, "c"), (5, "c")]
+        assert rows(db.read("v")) == rows(db.sql("SELECT s, COUNT(*) AS n FROM t GROUP BY s"))
+        assert rows(db.read("v")) == [("a", 1), ("b", 1), ("c", 2)]
+        with pytest.raises(ivm.SchemaError, match="Polars DataFrame, a DuckDB relation"):
+            db.ingest("t", 42)
     finally:
         db.close()
 

@@ -157,16 +157,57 @@ def test_delta_sink_appends_each_epoch_once(db: Any, tmp_path: Path) -> None:
     assert replay([written]) == rows(db.read("revenue"))
 
 
-def test_subscribers_and_changelogs_on_spark(spark: Any, tmp_path: Path) -> None:
+def test_subscribers_sinks_and_changelogs_on_spark(spark: Any, tmp_path: Path) -> None:
+    """Spark mode: the subscribers, the Parquet and Delta Lake sinks get each epoch's
+    delta (the files hold exactly the deltas delivered, and replayed equal the view, which
+    equals its recomputation), a failing subscriber undoes nothing and is told later
+    epochs, and the changelog keeps the epochs."""
+    deltalake = pytest.importorskip("deltalake")
     db = ivm.connect(tmp_path / "s", spark=spark, partitions=2)
     try:
         db.execute(DDL)
         db.ingest("orders", [order(1)])
-        seen: list[pa.Table] = []
-        db.subscribe("revenue", lambda epoch, delta: seen.append(delta))
+        seen: list[tuple[int, pa.Table]] = []
+        db.subscribe("revenue", lambda epoch, delta: seen.append((epoch, delta)))
+        parquet, delta_sink = ParquetSink(tmp_path / "out"), DeltaSink(tmp_path / "delta")
+        db.subscribe("revenue", parquet)
+        db.subscribe("revenue", delta_sink)
+        told: list[int] = []
+
+        def broken(epoch: int, delta: pa.Table) -> None:
+            told.append(epoch)
+            if epoch == 2:
+                raise RuntimeError("disk full")
+
+        failing = db.subscribe("revenue", broken, snapshot=False)
         db.changelog("revenue", retain=10)
-        db.ingest("orders", [order(2, "b", 3)])
-        assert replay(seen) == rows(db.read("revenue")) == [("a", 5), ("b", 3)]
-        assert rows(db.changes("revenue", since=1)) == [("b", 3, 1, 2)]
+        with pytest.warns(ivm.IvmWarning, match="epoch 2 .*disk full"):
+            db.ingest("orders", [order(2, "b", 3)])
+        assert db.epoch == 2 and rows(db.read("revenue")) == [("a", 5), ("b", 3)]
+        db.ingest("orders", [order(3, "a", 1)])
+        assert [(e, str(x)) for e, x in failing.failures] == [(2, "disk full")]
+        assert told == [2, 3]  # the failure stopped nothing
+        assert [e for e, _ in seen] == [1, 2, 3]
+        assert rows(seen[2][1]) == [("a", 5, -1), ("a", 6, 1)]
+        recomputed = rows(db.sql("SELECT customer, SUM(amount) AS total FROM orders "
+                                 "GROUP BY customer"))
+        assert replay([d for _, d in seen]) == rows(db.read("revenue")) == recomputed
+        files = sorted((tmp_path / "out").iterdir())
+        assert [f.name for f in files] == [parquet.path(e).name for e in (1, 2, 3)]
+        written = [pq.read_table(f) for f in files]
+        for (epoch, delta), table in zip(seen, written, strict=True):
+            assert set(table.column("__epoch").to_pylist()) == {epoch}
+            assert rows(table.drop_columns(["__epoch"])) == rows(delta)
+        parquet(3, db.ingest("orders", [], epoch=3)["revenue"])  # delivered again: one copy
+        assert len(list((tmp_path / "out").iterdir())) == 3
+        assert replay(written) == recomputed
+        table = deltalake.DeltaTable(str(tmp_path / "delta")).to_pyarrow_table()
+        assert delta_sink.written() == 3
+        assert rows(table) == sorted(
+            r + (e,) for e, d in seen for r in rows(d)
+        )  # each epoch's delta once, with its epoch
+        assert replay([table]) == recomputed
+        assert rows(db.changes("revenue", since=1)) == [
+            ("a", 5, -1, 3), ("a", 6, 1, 3), ("b", 3, 1, 2)]
     finally:
         db.close()
