@@ -4,12 +4,15 @@ Per file, in a fresh directory: ``python`` blocks run in order in one namespace 
 page's blocks continue each other); ``sh`` blocks run with bash (``set -e``), with
 ``ivm`` on the PATH as this checkout's command line; a block of ``make`` lines is
 checked against the Makefile's targets, and ``make demo`` runs its script. ``text``
-blocks are pictures of layouts and output, not code; any other kind of block fails.
+blocks are pictures of layouts and output, or commands too long to run here (the
+benchmarks): a ``make`` line there must name a target, and a benchmark's command line
+must parse with the script's own arguments. Any other kind of block fails.
 ``docs/spark.md`` runs with the tests' SparkSession active.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -83,3 +86,51 @@ def run_shell(code: str, cwd: Path, where: str) -> None:
     done = subprocess.run(["bash", "-e", "-c", code], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=600, check=False)
     assert done.returncode == 0, f"{where} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+
+
+BENCH = re.compile(r"^(?:\.venv/bin/python )?(benchmarks/\w+\.py)(.*)$")
+PARSE_ONLY = """
+import argparse, json, os, runpy, sys
+class Parsed(Exception):
+    pass
+def parse_only(self, args=None, namespace=None):
+    original(self, args, namespace)
+    raise Parsed
+original = argparse.ArgumentParser.parse_args
+argparse.ArgumentParser.parse_args = parse_only
+failures = []
+for script, args in json.loads(sys.argv[1]):
+    sys.argv = [script, *args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))  # as running it does
+    try:
+        runpy.run_path(script, run_name="__main__")
+        failures.append(f"{script} {' '.join(args)}: ran without parsing its arguments")
+    except Parsed:
+        pass
+    except SystemExit as exit:
+        if exit.code == 0 and "--help" in args:
+            continue
+        failures.append(f"{script} {' '.join(args)}: exit {exit.code}")
+print(json.dumps(failures))
+"""
+
+
+def test_commands_shown_as_text_are_real() -> None:
+    # Benchmark commands are shown, not run (they take minutes to hours): each must be a
+    # make target or parse with its script's own arguments (the script stops once parsed).
+    targets = set(re.findall(r"^([\w-]+):", (ROOT / "Makefile").read_text(), re.M))
+    commands: list[tuple[str, list[str]]] = []
+    for page in PAGES:
+        for kind, code in blocks(page):
+            for line in (line.split("#")[0].strip() for line in code.splitlines()):
+                if kind != "text" or "<" in line:
+                    continue
+                if line.startswith("make "):
+                    assert line.split()[1] in targets, f"{page.name}: no make target: {line}"
+                elif found := BENCH.match(line):
+                    commands.append((found[1], found[2].replace("[", "").replace("]", "").split()))
+    assert len(commands) >= 10
+    done = subprocess.run([sys.executable, "-c", PARSE_ONLY, json.dumps(commands)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
