@@ -5,14 +5,17 @@ gigabytes), and such views stay exact under random CDC, embedded and on Spark.
 Each subquery's value is a one-row relation; the planner gathers them in one ``Product``
 (recomputed whole when one changes) under one join with the outer rows, instead of a
 chain of binary joins whose delta queries re-read every change below them twice per
-level (2ⁿ). Sizes are measured, never times: the SQL of the statements a creation and an
-epoch run, the SQL DuckDB is asked to DESCRIBE while planning, the circuit's operators
-and the traces it keeps.
+level (2ⁿ). Linearity is measured in sizes, which do not vary from run to run: the SQL
+of the statements a creation and an epoch run, the SQL DuckDB is asked to DESCRIBE while
+planning, the circuit's operators and the traces it keeps; times are checked within a
+bound loose enough for a loaded machine that still catches any growth past linear
+but a slight one (2ⁿ took minutes at 15).
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -68,6 +71,8 @@ class Sizes:
     """SQL text DuckDB was asked to DESCRIBE while the view was planned."""
     operators: int
     traces: int
+    seconds: float
+    """Wall time of the creation and the epoch."""
 
 
 @contextmanager
@@ -104,15 +109,17 @@ def sizes(n: int) -> Sizes:
     with ivm.connect() as db:
         db.execute(TABLE)
         db.ingest("t", [{"k": i % 3, "x": i % 5} for i in range(20)])
+        started = time.perf_counter()
         with spied() as (ran, described):
             db.execute(f"CREATE VIEW v AS {view_sql(n)}")
             create_sql, planned = sum(ran), sum(described)
         with spied() as (ran, _):
             db.ingest("t", [{"k": 1, "x": 2}, {"k": 0, "x": 4}])
             epoch_sql = sum(ran)
+        seconds = time.perf_counter() - started
         circuit = db._views["v"].circuit  # noqa: SLF001 - the circuit the view runs
         return Sizes(create_sql, epoch_sql, planned, len(circuit.operators),
-                     sum(1 for _ in circuit.traces()))
+                     sum(1 for _ in circuit.traces()), seconds)
 
 
 @pytest.fixture(scope="module")
@@ -134,6 +141,16 @@ def test_cost_grows_linearly_with_the_number_of_subqueries(
     # and the first subquery costs no more than a later one (no large fixed part hides
     # a growth): one subquery's view is at most a few subqueries' worth.
     assert cost[1] <= cost[5], cost
+
+
+def test_time_grows_no_faster_than_the_number_of_subqueries(
+    measured: dict[int, Sizes]
+) -> None:
+    seconds = {n: s.seconds for n, s in measured.items()}
+    # Twice the subqueries, 15 -> 30: linear is 2x; allowed 4x (and half a second of
+    # noise), where a quadratic cost would be 4x and the binary-join chain 2^15x.
+    assert seconds[30] <= 4 * seconds[15] + 0.5, seconds
+    assert seconds[15] <= 4.5 * seconds[5] + 0.5, seconds  # 3x the subqueries
 
 
 def test_the_subqueries_share_one_product_under_one_join() -> None:
