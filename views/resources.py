@@ -26,6 +26,7 @@ import duckdb
 import pyarrow as pa
 
 from ivm.errors import IvmError, ResourceError
+from ivm.operators.base import SavedMemory
 from ivm.storage.memory import (
     APPLY_BYTES_PER_ROW,
     MemoryBudget,
@@ -84,10 +85,23 @@ def settle(session: Session) -> None:
 
 
 def held_bytes(session: Session) -> int:
-    """The bytes the session's in-memory state holds now."""
+    """The bytes the session's in-memory state holds now: arrangements, row indexes,
+    the replay ledger and operators' own memory (an ASOF join's time indexes)."""
     arranged = session._arrangements.nbytes()
     indexes = sum(index.nbytes for index in session._row_indexes.values())
-    return arranged + indexes + session._ledger.nbytes()
+    operators = sum(memory_bytes(value) for entries in session._operator_memory.values()
+                    for value in entries.values())
+    return arranged + indexes + operators + session._ledger.nbytes()
+
+
+def memory_bytes(value: Any) -> int:
+    """The bytes an entry of an operator's memory holds: its arrays (``to_arrays``, or
+    as a closed session saved them), or what it says of itself (``nbytes``)."""
+    if isinstance(value, SavedMemory):
+        return sum(a.nbytes for a in value.arrays.values())
+    if hasattr(value, "to_arrays"):
+        return sum(getattr(a, "nbytes", 0) for a in value.to_arrays().values())
+    return int(getattr(value, "nbytes", 0))
 
 
 def check_batches(session: Session, batches: Mapping[str, Any]) -> None:

@@ -235,3 +235,21 @@ def test_a_partition_task_out_of_memory_is_a_resource_error_and_applies_nothing(
         then_exact(harness, 20_000)
     finally:
         harness.close()
+
+
+def test_an_asof_joins_time_indexes_count_against_the_limit() -> None:
+    from ivm.views.resources import held_bytes, memory_bytes
+
+    with ivm.connect() as db:
+        db.execute("CREATE TABLE t (s INTEGER, ts INTEGER, id INTEGER); "
+                   "CREATE TABLE q (s INTEGER, ts INTEGER, p INTEGER); "
+                   "CREATE VIEW v AS SELECT t.id, q.p FROM t ASOF JOIN q "
+                   "ON t.s = q.s AND t.ts >= q.ts")
+        db.ingest({"t": {"s": [1] * 5000, "ts": list(range(5000)), "id": list(range(5000))},
+                   "q": {"s": [1] * 5000, "ts": list(range(5000)), "p": list(range(5000))}})
+        db.ingest("q", {"s": [1], "ts": [7], "p": [7], "__w": [-1]})  # indexes in use
+        held = [memory_bytes(v) for m in db._operator_memory.values() for v in m.values()]
+        assert sum(held) > 5000 * 8, held  # two sides' times and rows at least
+        others = (db._arrangements.nbytes() + db._ledger.nbytes()
+                  + sum(index.nbytes for index in db._row_indexes.values()))
+        assert held_bytes(db) == db._budget.held() == others + sum(held)
