@@ -32,6 +32,7 @@ POINTS: dict[str, str] = {
     "ddl.traces": "a new view's traces created, before its backfill",
     "ddl.manifest": "a view's manifest (its traces) recorded, before COMMIT",
     "ddl.dropped": "a table or view removed from the stored catalog, before COMMIT",
+    "ddl.altered": "an altered table's rows rewritten, before its views are planned again",
     # an epoch's batch checks
     "checks.consolidated": "a table's batch consolidated, its hashes about to be read",
     "checks.index": "a batch checked against the table's in-memory row index",

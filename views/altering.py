@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ivm import faults
 from ivm.errors import IvmError, SqlError
 from ivm.execution.embedded import describe
 from ivm.plan.sql import W, consolidate_sql
@@ -46,6 +47,7 @@ def alter_table(session: Session, statement: AlterTable) -> None:
         _refilled_in_spark(session, name, altered, select)
     else:
         _rewritten_in_place(session, name, altered, select)
+    faults.reached("ddl.altered")
     for dependent in dependents:
         try:
             session._add_view(dependent.name, dependent.sql)

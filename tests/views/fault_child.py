@@ -30,11 +30,14 @@ EXTRA = "SELECT region, COUNT(*) AS n FROM customers GROUP BY region"
 """The view the script creates and drops (DDL points)."""
 
 STEPS: tuple[str, ...] = (
-    "open", "epoch 2", "rejected", "epoch 3", "create", "epoch 4", "drop", "closed",
+    "open", "epoch 2", "rejected", "epoch 3", "create", "epoch 4", "drop", "alter", "closed",
 )
 """What the script does, in order; the progress file lists the steps finished. ``rejected``
 is a batch deleting an order that is not there: the row index cannot vouch for it, so
-it is checked in SQL, and refused."""
+it is checked in SQL, and refused. ``alter`` adds a column to ``orders`` and drops it in
+one script (``ALTERED``): its rows are rewritten twice and the views reading it planned
+and filled again, and the table ends as it was, so the epochs after are the same."""
+ALTERED = "ALTER TABLE orders ADD COLUMN note VARCHAR; ALTER TABLE orders DROP COLUMN note"
 MISSING = {"orders": [{"id": -1, "customer": 0, "product": 0, "amount": 1, "ts": 0, "__w": -1}]}
 
 
@@ -66,6 +69,8 @@ def script(state: str, progress: str) -> None:
             db.execute(f"CREATE VIEW extra AS {EXTRA}")
         elif step == "drop":
             db.execute("DROP VIEW extra")
+        elif step == "alter":
+            db.execute(ALTERED)
         elif step == "rejected":
             with contextlib.suppress(ivm.ConstraintError):
                 db.ingest(MISSING)

@@ -2,7 +2,7 @@
 
 **kill -9.** A fork server (``fault_child``) forks a child per point; the child opens a
 persistent state at epoch 1, arms the point to SIGKILL itself, and runs a fixed script
-(ingest, CREATE VIEW, ingest, DROP VIEW, ingest, close), noting each finished step. The
+(ingest, CREATE VIEW, ingest, DROP VIEW, ALTER TABLE, close), noting each finished step. The
 test then reopens the state and checks:
 
 * the epoch is the last committed one: the epoch before the step that was killed for a
@@ -83,6 +83,7 @@ POINTS: dict[str, tuple[str, tuple[str, ...], int]] = {
     "ddl.traces": (BEFORE, DEFAULT_VIEWS, 1),
     "ddl.manifest": (BEFORE, DEFAULT_VIEWS, 1),
     "ddl.dropped": (BEFORE, DEFAULT_VIEWS, 1),
+    "ddl.altered": (BEFORE, DEFAULT_VIEWS, 2),  # the script's second ALTER
     "snapshot.begin": (AFTER, DEFAULT_VIEWS, 1),
     "snapshot.array": (AFTER, DEFAULT_VIEWS, 3),
     "snapshot.manifest": (AFTER, DEFAULT_VIEWS, 1),

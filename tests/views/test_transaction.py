@@ -3,6 +3,8 @@ is left as its state is, never half in the epoch, and the next epochs are exact.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -101,4 +103,40 @@ def test_a_failure_right_after_commit_leaves_the_epoch_committed(
         assert db.epoch == 3
     with ivm.connect(tmp_path / "st") as db:
         assert db.epoch == 3
+        exact(db)
+
+
+FILE_TOO_LARGE = """
+import os, resource, signal, sys
+import ivm
+state = sys.argv[1]
+db = ivm.connect(state)
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG)
+limit = os.path.getsize(os.path.join(state, "ivm.duckdb")) + 500_000
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+try:
+    db.ingest("t", [{"id": 10_000 + i, "k": i % 7, "v": i} for i in range(100_000)])
+    print("applied")
+except ivm.StateError as error:
+    print("refused:", error)
+db.ingest("t", [{"id": 400 + i, "k": 4, "v": i} for i in range(3)])  # small: fits
+print("epoch", db.epoch)
+db.close()
+"""
+
+
+def test_duckdb_failing_to_write_at_commit_applies_nothing(tmp_path: Path) -> None:
+    # A real write failure, not an injected one: the file may not grow by more than 0.5 MB,
+    # so DuckDB's commit of a large epoch fails writing its log (EFBIG, as a full disk).
+    state = tmp_path / "st"
+    opened(state).close()
+    child = subprocess.run(
+        [sys.executable, "-c", FILE_TOO_LARGE, str(state)], capture_output=True, text=True,
+        timeout=300, check=False,
+    )
+    assert child.returncode == 0, child.stderr[-2000:]
+    assert "refused: committing failed, nothing was applied" in child.stdout, child.stdout
+    assert "epoch 3" not in child.stdout and "epoch 2" in child.stdout
+    with ivm.connect(state) as db:
+        assert db.epoch == 2 and len(db.read("t")) == 6
         exact(db)
