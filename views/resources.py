@@ -115,6 +115,21 @@ def check_batches(session: Session, batches: Mapping[str, Any]) -> None:
         session._budget.require(need, what)
 
 
+def check_collected(session: Session, changes: Mapping[str, pa.Table]) -> None:
+    """Spark mode, once the epoch's job has returned: ResourceError unless the views'
+    changes collected on the driver fit beside what it holds, twice (as Arrow and as the
+    DuckDB tables ingest returns them from), naming the view with the largest."""
+    sizes = {view: change.nbytes for view, change in changes.items()}
+    if not sizes:
+        return
+    largest = max(sizes, key=sizes.__getitem__)
+    others = " with the other views' changes" if len(sizes) > 1 else ""
+    session._budget.require(
+        2 * sum(sizes.values()), f"view {largest!r}: its change in this epoch "
+        f"({changes[largest].num_rows:,} rows), collected on the Spark driver{others},",
+    )
+
+
 def check_changes(session: Session, changed: Mapping[str, str]) -> None:
     """Inside the epoch's transaction: ResourceError unless every changed view's change
     (``changed``: their scratch tables) fits in memory when fetched after the commit,
@@ -238,6 +253,7 @@ __all__ = [
     "as_resource",
     "check_batches",
     "check_changes",
+    "check_collected",
     "epoch_resource",
     "held_bytes",
     "ingest_subject",

@@ -237,6 +237,30 @@ def test_a_partition_task_out_of_memory_is_a_resource_error_and_applies_nothing(
         harness.close()
 
 
+def test_changes_collected_on_the_spark_driver_are_held_to_the_limit(
+    spark: Any, tmp_path: Path
+) -> None:
+    # Two 1,000-row batches whose join is 1M rows: the tasks make the change in their
+    # own memory, and the driver refuses to keep it before committing anything.
+    with ivm.connect(tmp_path / "s", spark=spark, partitions=SPARK_PARTITIONS) as db:
+        db.execute("CREATE TABLE a (id BIGINT PRIMARY KEY, k BIGINT); "
+                   "CREATE TABLE b (id BIGINT PRIMARY KEY, k BIGINT); "
+                   "CREATE VIEW pairs AS SELECT a.id AS x, b.id AS y FROM a JOIN b ON a.k = b.k")
+        db.ingest("a", {"id": [-1], "k": [-1]})
+        before = capture(db)
+        ones = {"id": list(range(1000)), "k": [1] * 1000}
+        db.memory_limit = "24MB"
+        with pytest.raises(ivm.ResourceError) as raised:
+            db.ingest({"a": ones, "b": ones})
+        text = str(raised.value)
+        assert "view 'pairs': its change in this epoch (1,000,000 rows), collected on the " \
+               "Spark driver" in text and "nothing was applied" in text, text
+        db.memory_limit = "1GB"
+        assert_unchanged(db, before)
+        db.ingest({"a": ones, "b": {"id": [5], "k": [1]}})
+        assert len(db.read("pairs")) == 1000 == db.sql("SELECT * FROM pairs").num_rows
+
+
 def test_an_asof_joins_time_indexes_count_against_the_limit() -> None:
     from ivm.views.resources import held_bytes, memory_bytes
 

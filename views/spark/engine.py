@@ -1,33 +1,30 @@
-"""Spark mode's engine: the same API (API.md), each epoch run on Spark over partition files.
+"""Spark mode's engine: the session's API, each epoch run on Spark over partition files.
 
-The driver keeps the catalog and the epoch in ``<path>/ivm.duckdb`` (with empty
-copies of every relation, so views are planned and typed exactly as in
-embedded mode). Contents and state live in partition files
-(``ivm.storage.partitions``), written only by Spark tasks (``ivm.execution.spark.executor``).
+The driver keeps the catalog and the epoch in ``<path>/ivm.duckdb`` (with empty copies of
+every relation, so views are planned and typed exactly as in embedded mode). Contents and
+state live in partition files (``ivm.storage.partitions``), written only by Spark tasks
+(``ivm.execution.spark.executor``); what the driver collects is held to the memory limit.
 
 An ingest is one epoch:
 
-1. each batch becomes a DataFrame (Spark DataFrames are normalized on the
-   executors) and goes through its table's stage, which checks it against the
-   stored rows and appends it;
-2. every affected view runs its stages (a view reading another view reads that
-   view's change of the same epoch); 1 and 2 are one Spark job
-   (``ivm.execution.spark.epoch_job``);
+1. each batch becomes a DataFrame (Spark DataFrames are normalized on the executors)
+   and goes through its table's stage, which checks it against the stored rows and
+   appends it;
+2. every affected view runs its stages (a view reading another view reads that view's
+   change of the same epoch); 1 and 2 are one Spark job (``ivm.execution.spark.epoch_job``);
 3. only when every stage succeeded does the driver commit the epoch.
 
-Each task carries the epoch, the last committed epoch and a token naming this
-ingest attempt: a task Spark retries re-emits what its first attempt stored,
-and a partition that applied an epoch which was never committed rolls it
-back (right away when the ingest fails, when the session opens, and at the
-latest when a task next touches it).
+Each task carries the epoch, the last committed epoch and a token naming this ingest
+attempt: a task Spark retries re-emits what its first attempt stored, and a partition
+that applied an epoch which was never committed rolls it back (right away when the
+ingest fails, when the session opens, and at the latest when a task next touches it).
 
-The session (``views.session``) holds the catalog and this engine, which
-implements ``views.engine.Engine`` for Spark. Each table and view is registered in
-the Spark SQL catalog (a temporary view over the ``ivm`` data source,
-``ivm.views.spark.source``); reads live in ``ivm.views.spark.reads``, batch
-conversion in ``ivm.views.spark.batches``. A view's manifest lists its stages'
-traces, each ``<stage>/<table>``; stage directories are named by their operator's
-fingerprint, so a rebuilt view never reads another plan's files.
+The session (``views.session``) holds the catalog and this engine, which implements
+``views.engine.Engine`` for Spark. Each table and view is registered in the Spark SQL
+catalog (a temporary view over the ``ivm`` data source, ``ivm.views.spark.source``);
+reads live in ``ivm.views.spark.reads``, batch conversion in ``ivm.views.spark.batches``.
+A view's manifest lists its stages' traces, each ``<stage>/<table>``; stage directories
+are named by their operator's fingerprint, so a rebuilt view never reads another plan's.
 """
 
 from __future__ import annotations
@@ -67,9 +64,9 @@ from ivm.storage.partitions import (
 )
 from ivm.storage.sqltext import unquote
 from ivm.storage.traces import create_reader, create_trace
+from ivm.views import resources as limits
 from ivm.views.definitions import ViewDef
 from ivm.views.diagnose import named
-from ivm.views.resources import as_resource, epoch_resource, task_subject, view_subject
 from ivm.views.spark import reads
 from ivm.views.spark.batches import prepare
 from ivm.views.spark.quiet import quiet_tasks
@@ -217,7 +214,8 @@ class SparkEngine:
         except BaseException as error:
             translated = translate_error(error)
             if translated is not None:
-                resource = as_resource(translated, view_subject(name, True), s._budget)
+                subject = limits.view_subject(name, True)
+                resource = limits.as_resource(translated, subject, s._budget)
                 raise resource or named(translated, name) from error
             raise
         s._catalog.set_manifest(name, self.manifest(view))
@@ -240,10 +238,8 @@ class SparkEngine:
 
     def directory(self, name: str) -> Path:
         """The directory of table or view ``name`` (as the open transaction sees the catalog)."""
-        s = self.session
-        generation = s._catalog.sequence(name)
-        made = table_directory if name in s._tables else view_directory
-        return made(self.root, name, generation)
+        made = table_directory if name in self.session._tables else view_directory
+        return made(self.root, name, self.session._catalog.sequence(name))
 
     def _ticket(self, epoch: int, backfill: bool = False, upsert: bool = False) -> Ticket:
         """A ticket for a new ingest attempt (or backfill); only it may write from now on."""
@@ -264,7 +260,9 @@ class SparkEngine:
     # -- epochs ------------------------------------------------------------------------------
 
     def prepare(self, name: str, batch: Any) -> DataFrame | None:
-        """The batch as a normalized change on the wire (None when it has no rows)."""
+        """The batch as a normalized change on the wire (None when it has no rows); an
+        Arrow batch, on the driver, is checked against the memory limit first."""
+        limits.check_batches(self.session, {name: batch})
         return prepare(self.session, self._jobs, name, batch)
 
     def commit_epoch(self, batches: dict[str, Any], upsert: bool) -> dict[str, str]:
@@ -285,8 +283,8 @@ class SparkEngine:
                 self.recover()
             except Exception as failure:  # noqa: BLE001 - the ingest's error is the one to raise
                 error.add_note(f"and rolling back its partitions failed: {failure}")
-            translated = translate_error(error) or epoch_resource(
-                s, error, task_subject(None, batches))  # the driver's own memory
+            translated = translate_error(error) or limits.epoch_resource(
+                s, error, limits.task_subject(None, batches))  # the driver's own memory
             if translated is not None and translated is not error:
                 raise translated from error
             raise
@@ -320,13 +318,14 @@ class SparkEngine:
         except BaseException as error:
             translated = translate_error(error)
             view = failed_view(error)
-            subject = task_subject(view, frames)
-            resource = as_resource(translated or error, subject, s._budget, text=str(error))
+            subject = limits.task_subject(view, frames)
+            resource = limits.as_resource(translated or error, subject, s._budget, text=str(error))
             if resource is not None:
                 raise resource from error
             if translated is None or isinstance(translated, StateError) or view is None:
                 raise
             raise named(translated, view) from error
+        limits.check_collected(s, collected)
         times = self.task_times.value
         changed: dict[str, str] = {}
         for name, change in collected.items():
