@@ -164,11 +164,12 @@ def run_pipeline(args: argparse.Namespace) -> None:
             def told(path: Path, table: str, what: str) -> None:
                 bar.update(task, description=f"{what} {path.name} → {table}")
 
-            for path, table, epoch in pipeline.apply_files(db, files, args.cdc, told):
+            for path, table, epoch, rows in pipeline.apply_files(db, files, args.cdc, told):
                 bar.advance(task)
                 if epoch:
                     applied += 1
-                    out.print(f"epoch {epoch}: {path.name} → {table}", highlight=False)
+                    empty = "" if rows else " (no rows: an epoch without changes)"
+                    out.print(f"epoch {epoch}: {path.name} → {table}{empty}", highlight=False)
                 else:
                     skipped += 1
         out.print(f"{applied} file(s) applied, {skipped} applied before; epoch {db.epoch}")
