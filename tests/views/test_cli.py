@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import queue
+import signal
 import subprocess
 import sys
+import threading
+import time
 from datetime import date
 from decimal import Decimal
 from pathlib import Path
@@ -18,6 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import ivm
+from ivm.views.serving import Reader
 
 PIPELINE = """
 CREATE TABLE orders (id BIGINT PRIMARY KEY, customer VARCHAR, amount BIGINT, day DATE);
@@ -298,3 +303,95 @@ def test_a_delta_change_data_feed(tmp_path: Path) -> None:
     assert expected == [("a", Decimal("0.20"), 1), ("b", Decimal("0.15"), 1)]
     with ivm.connect(tmp_path / "st") as db:
         assert balance(db.read("balance").to_pylist()) == expected
+
+
+# -- serving: a second reader while (and after) the command line ingests ---------------------
+
+
+class Served:
+    """``ivm ARGS`` started in a subprocess, its standard output read line by line."""
+
+    def __init__(self, *args: str, cwd: Path) -> None:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "ivm.views.cli", *args], cwd=cwd, env=env, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line)
+        self.lines.put("")  # the end
+
+    def until(self, text: str, timeout: float = 60) -> str:
+        """The first line holding ``text`` (the lines before it kept in ``seen``)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            line = self.lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            self.seen.append(line)
+            if text in line:
+                return line
+            if not line:
+                raise AssertionError(f"no {text!r} in {self.seen}; {self.stop()}")
+
+    def stop(self) -> tuple[int, str]:
+        """SIGTERM; the exit status and standard error."""
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=30)
+        finally:
+            self.process.kill()
+        assert self.process.stderr is not None
+        return self.process.returncode, self.process.stderr.read()
+
+
+def location(line: str) -> str:
+    return line.split(" at ", 1)[1].split()[0]
+
+
+def test_run_serves_the_views_while_it_applies_the_files(tmp_path: Path) -> None:
+    root = payments_cdc(tmp_path)
+    served = Served("run", "pipeline.sql", "--state", "st", "--cdc", "cdc", "--serve", "0",
+                    cwd=root)
+    try:
+        where = location(served.until("serving st at grpc://127.0.0.1:"))
+        served.until("4 file(s) applied, 0 applied before; epoch 4")
+        assert served.until("serving until Ctrl-C or SIGTERM")
+        with Reader(where) as reader:
+            assert reader.epoch == 4
+            assert sorted(tuple(r.values()) for r in reader.read("balance").to_pylist()) == \
+                recompute_balance(root / "cdc" / "payments")
+            with pytest.raises(ivm.SqlError, match="read-only query"):
+                reader.sql("DELETE FROM payments")
+    finally:
+        status, errors = served.stop()
+    assert status == 0, errors
+    assert "Traceback" not in errors and served.until("stopped serving")
+    with ivm.connect(root / "st") as db:  # closed cleanly: reopens, exact
+        assert db.epoch == 4
+        assert balance(db.read("balance").to_pylist()) == recompute_balance(
+            root / "cdc" / "payments")
+
+
+def test_serve_in_a_subprocess(tmp_path: Path) -> None:
+    root = payments_cdc(tmp_path)
+    assert ivm_cli("run", "pipeline.sql", "--state", "st", "--cdc", "cdc",
+                   cwd=root).returncode == 0
+    served = Served("serve", "st", "--port", "0", cwd=root)
+    try:
+        where = location(served.until("serving st at grpc://127.0.0.1:"))
+        with Reader(where) as reader:
+            assert reader.epoch == 4
+            assert sorted(tuple(r.values()) for r in reader.read("balance").to_pylist()) == \
+                recompute_balance(root / "cdc" / "payments")
+        held = ivm_cli("status", "st", cwd=root)  # the server holds the state
+        assert held.returncode == 1 and "Traceback" not in held.stderr
+    finally:
+        status, errors = served.stop()
+    assert status == 0 and "Traceback" not in errors, errors
+    with ivm.connect(root / "st") as db:
+        assert db.epoch == 4
