@@ -1,7 +1,9 @@
 """The ``ivm`` command line (a console script; also ``python -m ivm.views.cli``).
 
     ivm run pipeline.sql --state DIR [--cdc DIR]   tables and views from a SQL file, then
-                                                  every CDC file not applied yet, one epoch each
+        [--serve PORT [--host HOST]]              every CDC file not applied yet, one epoch each;
+                                                  with --serve, read-only SQL over Arrow Flight
+                                                  meanwhile, and after it until stopped
     ivm sql DIR "SELECT …" [--limit N]            a read-only query over tables and views
     ivm show DIR VIEW [--limit N]                 a view's (or table's) rows
     ivm explain DIR VIEW [--analyze] [--format text|dot|svg] [--output FILE]
@@ -14,12 +16,17 @@ before its name to work on Spark-mode state: ``ivm --spark local[2] status DIR``
 
 Results print as tables (``rich``); loads show a progress bar on a terminal. An
 ``ivm.IvmError`` prints as ``ivm: error: …`` with exit status 1, never a traceback.
+Serving (``run --serve``, ``serve``) stops at Ctrl-C or SIGTERM, the state closed (exit
+status 0); an interrupt while an epoch applies rolls it back (exit status 130).
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,6 +37,7 @@ from ivm.errors import IvmError
 from ivm.views import pipeline
 from ivm.views.cli_render import console, render_status, render_table
 from ivm.views.connecting import connect
+from ivm.views.serving import Server
 from ivm.views.session import Session
 
 
@@ -44,6 +52,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         console(stderr=True).print(Text.assemble(("ivm: error: ", "bold red"), text),
                                    highlight=False, soft_wrap=True)
         return 1
+    except KeyboardInterrupt:
+        console(stderr=True).print("ivm: interrupted", highlight=False)
+        return 130
     return 0
 
 
@@ -78,6 +89,10 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("sql", type=Path, help="the SQL file of its tables and views")
     run.add_argument("--state", type=Path, required=True, help="the state directory")
     run.add_argument("--cdc", type=Path, help="the folder of CDC files, one epoch each")
+    run.add_argument("--serve", type=int, metavar="PORT",
+                     help="also serve read-only SQL over Arrow Flight on PORT (0: a free "
+                          "one) while the files apply, then until Ctrl-C or SIGTERM")
+    run.add_argument("--host", default="127.0.0.1", help="the host --serve binds")
     run.set_defaults(command=run_pipeline)
     sql = commands.add_parser("sql", help="run a read-only query")
     sql.add_argument("state", type=Path)
@@ -142,36 +157,87 @@ def existing(args: argparse.Namespace) -> Iterator[Session]:
 
 
 def run_pipeline(args: argparse.Namespace) -> None:
-    """``ivm run``."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
+    """``ivm run`` (with ``--serve``: serving meanwhile, then until stopped)."""
     out = console()
     script = read_file(args.sql)  # before the state is opened (or created) for it
-    with session(args, args.state) as db:
+    with stopped_by_sigterm(args.serve is not None), session(args, args.state) as db:
         with out.status("creating tables and views (backfilling views from their tables)"):
             done = pipeline.define(db, script)
         for line in done:
             out.print(line)
-        if args.cdc is None:
-            return
-        files = pipeline.cdc_files(args.cdc, list(db.tables))
-        applied = skipped = 0
-        bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                       console=console(stderr=True), disable=not sys.stderr.isatty())
-        with bar:
-            task = bar.add_task("CDC files", total=len(files))
+        server = None
+        if args.serve is not None:
+            server = db.serve(args.serve, args.host)
+            out.print(f"serving {args.state} at {server.location}", highlight=False)
+            sys.stdout.flush()  # a reader waiting for the location reads it now
+        if args.cdc is not None:
+            apply_cdc(db, args.cdc)
+        if server is not None:
+            out.print("serving until Ctrl-C or SIGTERM", highlight=False)
+            sys.stdout.flush()
+            serve_until_stopped(server)
 
-            def told(path: Path, table: str, what: str) -> None:
-                bar.update(task, description=f"{what} {path.name} → {table}")
 
-            for path, table, epoch in pipeline.apply_files(db, files, args.cdc, told):
-                bar.advance(task)
-                if epoch:
-                    applied += 1
-                    out.print(f"epoch {epoch}: {path.name} → {table}", highlight=False)
-                else:
-                    skipped += 1
-        out.print(f"{applied} file(s) applied, {skipped} applied before; epoch {db.epoch}")
+def apply_cdc(db: Session, folder: Path) -> None:
+    """``ivm run``'s CDC files, with a progress bar on a terminal and a line per epoch."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    out = console()
+    files = pipeline.cdc_files(folder, list(db.tables))
+    applied = skipped = 0
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   console=console(stderr=True), disable=not sys.stderr.isatty())
+    with bar:
+        task = bar.add_task("CDC files", total=len(files))
+
+        def told(path: Path, table: str, what: str) -> None:
+            bar.update(task, description=f"{what} {path.name} → {table}")
+
+        for path, table, epoch, rows in pipeline.apply_files(db, files, folder, told):
+            bar.advance(task)
+            if epoch:
+                applied += 1
+                empty = "" if rows else " (no rows: an epoch without changes)"
+                out.print(f"epoch {epoch}: {path.name} → {table}{empty}", highlight=False)
+                sys.stdout.flush()
+            else:
+                skipped += 1
+    out.print(f"{applied} file(s) applied, {skipped} applied before; epoch {db.epoch}")
+    sys.stdout.flush()
+
+
+@contextmanager
+def stopped_by_sigterm(wanted: bool = True) -> Iterator[None]:
+    """SIGTERM raising KeyboardInterrupt meanwhile (as Ctrl-C does), so a process serving
+    is stopped with its state closed (main thread only; elsewhere signals are not ours)."""
+    if not wanted or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def serve_until_stopped(server: Server) -> None:
+    """Serve until Ctrl-C or SIGTERM (a KeyboardInterrupt: ``stopped_by_sigterm``), then
+    stop the server."""
+    try:
+        while True:
+            # Short sleeps: a signal the server's thread receives (Flight's serving
+            # handles SIGINT and SIGTERM, then passes them on) does not wake this thread,
+            # so its Python handler runs at the next wake-up.
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    console().print("stopped serving", highlight=False)
 
 
 def run_sql(args: argparse.Namespace) -> None:
@@ -211,15 +277,13 @@ def check_view(args: argparse.Namespace) -> None:
 
 
 def serve_state(args: argparse.Namespace) -> None:
-    """``ivm serve``: until interrupted (readers: ``ivm.views.serving.Reader``)."""
-    with existing(args) as db:
+    """``ivm serve``: until Ctrl-C or SIGTERM (readers: ``ivm.views.serving.Reader``)."""
+    with stopped_by_sigterm(), existing(args) as db:
         server = db.serve(args.port, args.host)
         console().print(f"serving {args.state} at {server.location} (Ctrl-C stops)",
                         highlight=False)
-        try:
-            server.wait()
-        except KeyboardInterrupt:
-            server.stop()
+        sys.stdout.flush()
+        serve_until_stopped(server)
 
 
 def show_status(args: argparse.Namespace) -> None:

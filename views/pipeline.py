@@ -8,12 +8,14 @@ Each CDC file is one epoch, applied in name order (by file name, then path). A f
 belongs to the table its folder is named after (``cdc/orders/0001.parquet``) or whose
 name starts its file name (``cdc/orders-0001.parquet``, ``orders.2.jsonl``; the longest
 table name that matches). Parquet (``.parquet``), CSV (``.csv``) and JSON lines
-(``.json``, ``.jsonl``, ``.ndjson``) are read by DuckDB, types inferred (dates and
-timestamps too); each may hold plain rows, weighted rows (``__w``), Debezium envelopes
-(``op``, ``before``, ``after``) or a Delta change feed (``_change_type``). A file is
-applied once: its path is recorded in the epoch's own transaction (as a stream of
-``views.streaming``), and a file already applied is skipped, so ``ivm run`` may be run
-again as files arrive.
+(``.json``, ``.jsonl``, ``.ndjson``) are read by DuckDB, CSV and JSON with the types the
+table declares for its columns, other columns' types inferred (``views.cdc_reading``: a
+value that does not fit its column stops the run before the file applies); each may hold
+plain rows, weighted rows (``__w``), Debezium envelopes (``op``, ``before``, ``after``) or
+a Delta change feed (``_change_type``). A file with no rows (a CSV of its header alone)
+is an epoch with no changes. A file is applied once: its path is recorded in the epoch's
+own transaction (as a stream of ``views.streaming``), and a file already applied is
+skipped, so ``ivm run`` may be run again as files arrive.
 """
 
 from __future__ import annotations
@@ -26,21 +28,11 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from ivm.errors import IvmError, SchemaError
-from ivm.execution.failures import duckdb_text
 from ivm.sql_frontend.statements import CreateTable, CreateView, parse_script
+from ivm.views.cdc_reading import READERS, read_cdc
 
 if TYPE_CHECKING:
     from ivm.views.session import Session
-
-READERS = {
-    ".parquet": "read_parquet",
-    ".csv": "read_csv",
-    ".json": "read_json",
-    ".jsonl": "read_json",
-    ".ndjson": "read_json",
-}
-"""DuckDB's table function reading each kind of CDC file."""
-
 
 def define(db: Session, sql: str) -> list[str]:
     """Create what the SQL file defines and the state lacks (see the module docstring);
@@ -99,34 +91,26 @@ def table_of(path: Path, folder: Path, tables: list[str]) -> str:
 def apply_files(
     db: Session, files: list[tuple[Path, str]], folder: Path,
     progress: Callable[[Path, str, str], None],
-) -> Iterator[tuple[Path, str, int]]:
-    """Apply each file not applied yet as one epoch; yields (path, table, epoch), with
-    epoch 0 for a file skipped (applied already). ``progress(path, table, what)`` is
-    told before each file."""
+) -> Iterator[tuple[Path, str, int, int]]:
+    """Apply each file not applied yet as one epoch; yields (path, table, epoch, rows),
+    with epoch 0 for a file skipped (applied already; rows 0). ``progress(path, table,
+    what)`` is told before each file."""
     reader = duckdb.connect()
     try:
         for path, table in files:
             stream = f"file:{path.relative_to(folder).as_posix()}"
             if db._streams.last_batch(stream) >= 0:
                 progress(path, table, "skipped")
-                yield path, table, 0
+                yield path, table, 0, 0
                 continue
+            progress(path, table, "reading")
+            read = read_cdc(reader, path, db._tables[table])
             progress(path, table, "applying")
-            function = READERS[path.suffix.lower()]
-            try:
-                relation = reader.sql(f"SELECT * FROM {function}('{_literal(path)}')")
-            except duckdb.Error as error:
-                raise SchemaError(f"cannot read CDC file {path}: {duckdb_text(error)}") from None
             db._streams.pending = (stream, 0)
             try:
-                db.ingest(table, relation, epoch=db.epoch + 1)
+                db.ingest(table, read.relation, epoch=db.epoch + 1)
             finally:
                 db._streams.pending = None
-            yield path, table, db.epoch
+            yield path, table, db.epoch, read.rows
     finally:
         reader.close()
-
-
-def _literal(path: Path) -> str:
-    """A path inside a SQL string literal."""
-    return str(path).replace("'", "''")

@@ -5,17 +5,24 @@ from __future__ import annotations
 
 import json
 import os
+import queue
+import signal
 import subprocess
 import sys
+import threading
+import time
 from datetime import date
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 import ivm
+from ivm.views.serving import Reader
 
 PIPELINE = """
 CREATE TABLE orders (id BIGINT PRIMARY KEY, customer VARCHAR, amount BIGINT, day DATE);
@@ -158,3 +165,233 @@ def test_spark_mode_from_a_shell(pipeline: Path) -> None:
     show = ivm_cli("--spark", "local[1]", "sql", "st", "SELECT region, total FROM by_region",
                    cwd=pipeline)
     assert show.returncode == 0 and "eu" in show.stdout and "12" in show.stdout, show.stderr
+
+
+# -- CSV and JSON lines read with the table's declared types ---------------------------------
+
+PAYMENTS = """
+CREATE TABLE payments (id BIGINT PRIMARY KEY, account VARCHAR, amount DECIMAL(12,2));
+CREATE VIEW balance AS SELECT account, SUM(amount) AS total, COUNT(*) AS n FROM payments
+    GROUP BY account;
+"""
+ROW = "STRUCT(id BIGINT, account VARCHAR, amount DECIMAL(12,2))"
+"""A payments row, as the recomputation reads the files (its own types, given)."""
+
+
+def payments_cdc(root: Path) -> Path:
+    """A payments pipeline whose amounts DuckDB would guess as DOUBLE: CSV rows, JSON-lines
+    rows, weighted rows and a Debezium update (0.1 + 0.2 summed as doubles is not 0.3)."""
+    (root / "pipeline.sql").write_text(PAYMENTS)
+    cdc = root / "cdc" / "payments"
+    cdc.mkdir(parents=True)
+    (cdc / "0001.csv").write_text(
+        "id,account,amount\n1,a,0.10\n2,a,0.20\n3,b,1234567890.99\n4,b,10.25\n")
+    jsonl(cdc / "0002.jsonl", [{"id": 5, "account": "a", "amount": 0.05},
+                               {"id": 6, "account": "c", "amount": 7}])
+    jsonl(cdc / "0003.jsonl", [{"id": 4, "account": "b", "amount": 10.25, "__w": -1},
+                               {"id": 7, "account": "c", "amount": -0.01, "__w": 1}])
+    jsonl(cdc / "0004.jsonl", [
+        {"op": "u", "before": {"id": 1, "account": "a", "amount": 0.1},
+         "after": {"id": 1, "account": "a", "amount": 0.15}},
+        {"op": "d", "before": {"id": 6, "account": "c", "amount": 7}},
+    ])
+    return root
+
+
+def recompute_balance(cdc: Path) -> list[tuple]:
+    """The balance view recomputed by DuckDB over the CDC files (read with the types
+    given here), the changes summed by weight."""
+    def read_json(name: str, columns: str) -> str:
+        return f"read_json('{cdc / name}', columns = {{{columns}}})"
+
+    plain = "'id': 'BIGINT', 'account': 'VARCHAR', 'amount': 'DECIMAL(12,2)'"
+    weighted = plain + ", '__w': 'BIGINT'"
+    debezium = read_json("0004.jsonl", f"'op': 'VARCHAR', 'before': '{ROW}', 'after': '{ROW}'")
+    changes = " UNION ALL ".join([
+        f"SELECT *, 1 AS w FROM read_csv('{cdc / '0001.csv'}', "
+        "types = {'amount': 'DECIMAL(12,2)'})",
+        f"SELECT *, 1 FROM {read_json('0002.jsonl', plain)}",
+        f"SELECT * FROM {read_json('0003.jsonl', weighted)}",
+        f"SELECT after.*, 1 FROM {debezium} WHERE op IN ('c', 'r', 'u')",
+        f"SELECT before.*, -1 FROM {debezium} WHERE op IN ('u', 'd')",
+    ])
+    con = duckdb.connect()
+    con.execute(f"CREATE TABLE payments AS SELECT id, account, amount FROM ({changes}) "
+                "GROUP BY ALL HAVING SUM(w) = 1")
+    return sorted(con.sql("SELECT account, SUM(amount), COUNT(*) FROM payments "
+                          "GROUP BY account").fetchall())
+
+
+def balance(rows: list[dict]) -> list[tuple]:
+    return sorted((r["account"], r["total"], r["n"]) for r in rows)
+
+
+def test_decimal_columns_from_csv_and_json_lines(tmp_path: Path) -> None:
+    root = payments_cdc(tmp_path)
+    run = ivm_cli("run", "pipeline.sql", "--state", "st", "--cdc", "cdc", cwd=root)
+    assert run.returncode == 0, run.stderr
+    assert "4 file(s) applied, 0 applied before; epoch 4" in run.stdout
+    expected = [("a", Decimal("0.40"), 3), ("b", Decimal("1234567890.99"), 1),
+                ("c", Decimal("-0.01"), 1)]
+    assert recompute_balance(root / "cdc" / "payments") == expected
+    with ivm.connect(root / "st") as db:
+        assert balance(db.read("balance").to_pylist()) == expected  # exact, not doubles
+
+
+def test_a_header_only_csv_is_an_epoch_without_changes(pipeline: Path) -> None:
+    (pipeline / "cdc" / "orders" / "0004.csv").write_text("id,customer,amount,day\n")
+    run = ivm_cli("run", "pipeline.sql", "--state", "st", "--cdc", "cdc", cwd=pipeline)
+    assert run.returncode == 0, run.stderr
+    assert "epoch 3: 0004.csv → orders (no rows: an epoch without changes)" in run.stdout
+    assert "4 file(s) applied, 0 applied before; epoch 4" in run.stdout
+    again = ivm_cli("run", "pipeline.sql", "--state", "st", "--cdc", "cdc", cwd=pipeline)
+    assert "0 file(s) applied, 4 applied before; epoch 4" in again.stdout  # recorded
+    with ivm.connect(pipeline / "st") as db:
+        assert sorted(map(str, db.read("revenue").to_pylist())) == \
+            sorted(map(str, db.sql(db.views["revenue"].sql).to_pylist()))
+
+
+@pytest.mark.parametrize(("name", "text", "where", "what"), [
+    ("0002.csv", "id,account,amount\n9,a,1.00\n8,a,abc\n",
+     "column 'amount'", "value 'abc' does not fit its type DECIMAL(12,2)"),
+    ("0002.jsonl", '{"id": 8, "account": "a", "amount": 1.255}\n',
+     "column 'amount'", "value 1.255 has more decimal places than DECIMAL(12,2) keeps"),
+    ("0002.json", '{"op": "c", "after": {"id": "x8", "account": "a", "amount": 1}}\n',
+     "column 'id' (in 'after')", "value 'x8' does not fit its type BIGINT"),
+])
+def test_a_value_that_does_not_fit_stops_the_run(
+    tmp_path: Path, name: str, text: str, where: str, what: str,
+) -> None:
+    (tmp_path / "pipeline.sql").write_text(PAYMENTS)
+    cdc = tmp_path / "cdc"
+    cdc.mkdir()
+    (cdc / "payments-0001.csv").write_text("id,account,amount\n1,a,0.10\n")
+    (cdc / f"payments-{name}").write_text(text)
+    run = ivm_cli("run", "pipeline.sql", "--state", "st", "--cdc", "cdc", cwd=tmp_path)
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    message = " ".join(run.stderr.split())
+    assert f"CDC file {Path('cdc') / f'payments-{name}'}: table 'payments', {where}: " \
+        f"{what}; nothing was applied" in message, message
+    with ivm.connect(tmp_path / "st") as db:
+        assert db.epoch == 1 and balance(db.read("balance").to_pylist()) == [
+            ("a", Decimal("0.10"), 1)]
+
+
+def test_a_delta_change_data_feed(tmp_path: Path) -> None:
+    (tmp_path / "pipeline.sql").write_text(PAYMENTS)
+    cdc = tmp_path / "cdc"
+    cdc.mkdir()
+    (cdc / "payments.1.csv").write_text(
+        "_change_type,_commit_version,_commit_timestamp,id,account,amount\n"
+        "insert,1,2026-01-01 10:00:00,1,a,0.10\n"
+        "insert,1,2026-01-01 10:00:00,2,a,0.20\n"
+        "insert,1,2026-01-01 10:00:00,3,b,5.00\n")
+    (cdc / "payments.2.csv").write_text(
+        "_change_type,_commit_version,_commit_timestamp,id,account,amount\n"
+        "update_preimage,2,2026-01-02 10:00:00,1,a,0.10\n"
+        "update_postimage,2,2026-01-02 10:00:00,1,b,0.15\n"
+        "delete,3,2026-01-03 10:00:00,3,b,5.00\n")
+    run = ivm_cli("run", "pipeline.sql", "--state", "st", "--cdc", "cdc", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert "2 file(s) applied, 0 applied before; epoch 2" in run.stdout
+    con = duckdb.connect()
+    expected = sorted(con.sql(
+        "SELECT account, SUM(amount), COUNT(*) FROM (SELECT id, account, amount FROM "
+        f"read_csv('{cdc}/payments.*.csv', types = {{'amount': 'DECIMAL(12,2)'}}) GROUP BY ALL "
+        "HAVING SUM(CASE WHEN _change_type IN ('insert', 'update_postimage') THEN 1 ELSE -1 "
+        "END) = 1) GROUP BY account").fetchall())
+    assert expected == [("a", Decimal("0.20"), 1), ("b", Decimal("0.15"), 1)]
+    with ivm.connect(tmp_path / "st") as db:
+        assert balance(db.read("balance").to_pylist()) == expected
+
+
+# -- serving: a second reader while (and after) the command line ingests ---------------------
+
+
+class Served:
+    """``ivm ARGS`` started in a subprocess, its standard output read line by line."""
+
+    def __init__(self, *args: str, cwd: Path) -> None:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "ivm.views.cli", *args], cwd=cwd, env=env, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line)
+        self.lines.put("")  # the end
+
+    def until(self, text: str, timeout: float = 60) -> str:
+        """The first line holding ``text`` (the lines before it kept in ``seen``)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            line = self.lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            self.seen.append(line)
+            if text in line:
+                return line
+            if not line:
+                raise AssertionError(f"no {text!r} in {self.seen}; {self.stop()}")
+
+    def stop(self) -> tuple[int, str]:
+        """SIGTERM; the exit status and standard error."""
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=30)
+        finally:
+            self.process.kill()
+        assert self.process.stderr is not None
+        return self.process.returncode, self.process.stderr.read()
+
+
+def location(line: str) -> str:
+    return line.split(" at ", 1)[1].split()[0]
+
+
+def test_run_serves_the_views_while_it_applies_the_files(tmp_path: Path) -> None:
+    root = payments_cdc(tmp_path)
+    served = Served("run", "pipeline.sql", "--state", "st", "--cdc", "cdc", "--serve", "0",
+                    cwd=root)
+    try:
+        where = location(served.until("serving st at grpc://127.0.0.1:"))
+        served.until("4 file(s) applied, 0 applied before; epoch 4")
+        assert served.until("serving until Ctrl-C or SIGTERM")
+        with Reader(where) as reader:
+            assert reader.epoch == 4
+            assert sorted(tuple(r.values()) for r in reader.read("balance").to_pylist()) == \
+                recompute_balance(root / "cdc" / "payments")
+            with pytest.raises(ivm.SqlError, match="read-only query"):
+                reader.sql("DELETE FROM payments")
+    finally:
+        status, errors = served.stop()
+    assert status == 0, errors
+    assert "Traceback" not in errors and served.until("stopped serving")
+    with ivm.connect(root / "st") as db:  # closed cleanly: reopens, exact
+        assert db.epoch == 4
+        assert balance(db.read("balance").to_pylist()) == recompute_balance(
+            root / "cdc" / "payments")
+
+
+def test_serve_in_a_subprocess(tmp_path: Path) -> None:
+    root = payments_cdc(tmp_path)
+    assert ivm_cli("run", "pipeline.sql", "--state", "st", "--cdc", "cdc",
+                   cwd=root).returncode == 0
+    served = Served("serve", "st", "--port", "0", cwd=root)
+    try:
+        where = location(served.until("serving st at grpc://127.0.0.1:"))
+        with Reader(where) as reader:
+            assert reader.epoch == 4
+            assert sorted(tuple(r.values()) for r in reader.read("balance").to_pylist()) == \
+                recompute_balance(root / "cdc" / "payments")
+        held = ivm_cli("status", "st", cwd=root)  # the server holds the state
+        assert held.returncode == 1 and "Traceback" not in held.stderr
+    finally:
+        status, errors = served.stop()
+    assert status == 0 and "Traceback" not in errors, errors
+    with ivm.connect(root / "st") as db:
+        assert db.epoch == 4
