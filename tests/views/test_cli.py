@@ -158,3 +158,27 @@ def test_spark_mode_from_a_shell(pipeline: Path) -> None:
     show = ivm_cli("--spark", "local[1]", "sql", "st", "SELECT region, total FROM by_region",
                    cwd=pipeline)
     assert show.returncode == 0 and "eu" in show.stdout and "12" in show.stdout, show.stderr
+
+
+def test_status_and_explain_read_the_recorded_epochs(pipeline: Path) -> None:
+    # Each command is a process of its own: what they print of the views' epochs comes
+    # from the state (views.relation_times), not from a session's memory.
+    import re  # (here: this test is appended whole, to keep merges of this file trivial)
+
+    assert ivm_cli("run", "pipeline.sql", "--state", "st", "--cdc", "cdc",
+                   cwd=pipeline).returncode == 0
+    status = ivm_cli("status", "st", cwd=pipeline)
+    assert status.returncode == 0, status.stderr
+    lines = {line.split()[1]: line for line in status.stdout.splitlines()
+             if line.startswith("│") and len(line.split()) > 1}
+    # revenue: orders changed in epochs 1 and 2 (its last change: ada 10 → 12, bob 6 → 1);
+    # by_region: every epoch (customers arrive in epoch 3). Cells: last change, its time,
+    # the median, the epochs that changed it.
+    assert re.search(r"│ 4 rows, epoch 2 +│ [\d.]+ ms +│ [\d.]+ ms +│ 2 +│", lines["revenue"])
+    assert re.search(r"│ 2 rows, epoch 3 +│ [\d.]+ ms +│ [\d.]+ ms +│ 3 +│", lines["by_region"])
+    assert re.search(r"│ 2 rows, epoch 3 +│ [\d.]+ ms +│ [\d.]+ ms +│ 1 +│", lines["customers"])
+    explain = ivm_cli("explain", "st", "by_region", "--analyze", cwd=pipeline)
+    assert explain.returncode == 0, explain.stderr
+    assert "last epoch 3 (recorded in the state" in explain.stdout
+    assert "no epoch has run" not in explain.stdout
+    assert re.search(r"\[[\d.]+ ms, \d+ statements?, [\d,]+ rows\]", explain.stdout)
