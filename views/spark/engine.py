@@ -72,6 +72,7 @@ from ivm.views.diagnose import named
 from ivm.views.resources import as_resource, epoch_resource, task_subject, view_subject
 from ivm.views.spark import reads
 from ivm.views.spark.batches import prepare
+from ivm.views.spark.profiling import record_stages
 from ivm.views.spark.quiet import quiet_tasks
 from ivm.views.spark.source import IvmDataSource
 from ivm.views.spark.workers import check_workers
@@ -105,7 +106,7 @@ class SparkEngine:
         self._jobs = JobSession(spark)  # where epochs run: the same SparkContext, AQE off
         self.partitions: int | None = partitions or 0  # settled by check_mode
         self.failure: FailurePoint | None = None  # test hook: make chosen tasks fail
-        # Stage tasks add their seconds here, by table or view (``stats``, ``explain``).
+        # Stage tasks add their seconds and rows here, by stage (``views.spark.profiling``).
         self.task_times = spark.sparkContext.accumulator({}, TaskTimes())
         # Stages by the circuit (or table schema) object they were cut from: a view
         # replaced or a DDL rolled back leaves a stale entry, never a wrong one.
@@ -327,11 +328,8 @@ class SparkEngine:
             if translated is None or isinstance(translated, StateError) or view is None:
                 raise
             raise named(translated, view) from error
-        times = self.task_times.value
-        changed: dict[str, str] = {}
-        for name, change in collected.items():
-            s._profile.views[name] = times.get(name, (0.0, 0))[0]
-            changed[name] = self._collect(name, change)
+        record_stages(s, self.task_times.value, collected)  # each stage's rows and time
+        changed = {name: self._collect(name, change) for name, change in collected.items()}
         return {name: changed[name] for name in s._views if name in changed}
 
     def _collect(self, view: str, collected: pa.Table) -> str:
