@@ -34,7 +34,9 @@ def render_table(table: pa.Table, limit: int, title: str | None = None) -> None:
 def render_status(
     state: Path, epoch: int, stats: dict[str, RelationStats], times: EpochTimes | None
 ) -> None:
-    """``ivm status``: the state's epoch and times, then one line per table and view."""
+    """``ivm status``: the state's epoch and times, then one line per table and view (its
+    last change's rows and epoch, its time then and the median, and how many epochs changed
+    it over the state's life)."""
     out = console()
     out.print(f"[bold]state[/] {state}  ({_bytes(_on_disk(state))} on disk)", highlight=False)
     if times is None:
@@ -45,12 +47,17 @@ def render_status(
             f"{times.committed_at}; median {times.median_seconds * 1000:,.1f} ms",
             highlight=False,
         )
-    shown = Table("name", "kind", "rows", "state", "memory", "last epoch", "median", "epochs")
+    # Times and epochs as the state recorded them (every session's, views.relation_times).
+    shown = Table("name", "kind", "rows", "state", "memory", "last change", "last time",
+                  "median", "epochs")
     for stat in stats.values():
+        last = (
+            "-" if stat.last_epoch is None else f"{stat.last_rows:,} rows, epoch {stat.last_epoch}"
+        )
         shown.add_row(
             stat.name, stat.kind, f"{stat.rows:,}", _bytes(stat.state_bytes),
-            _bytes(stat.memory_bytes), _ms(stat.last_seconds), _ms(stat.median_seconds),
-            str(stat.epochs),
+            _bytes(stat.memory_bytes), last, _ms(stat.last_seconds), _ms(stat.median_seconds),
+            str(stat.epochs_total),
         )
     out.print(shown)
 

@@ -35,6 +35,7 @@ from ivm.sql_frontend.statements import (
     Statement,
 )
 from ivm.storage.traces import create_reader, create_trace
+from ivm.views import relation_times
 from ivm.views.altering import alter_table
 from ivm.views.definitions import ViewDef
 from ivm.views.diagnose import ViewFailed
@@ -110,7 +111,9 @@ class Ddl(_Base):
             )
         for dependent in reversed(dependents):
             self._remove(dependent.name)
+            relation_times.forget(self._con, dependent.name)  # its epochs' record goes too
         self._remove(name)
+        relation_times.forget(self._con, name)
 
     def _replace(self, name: str, create: Callable[[], None]) -> None:
         """Drop ``name`` and its dependents, run ``create``, then create the dependents
@@ -119,6 +122,7 @@ class Ddl(_Base):
         for dependent in reversed(dependents):
             self._remove(dependent.name)
         self._remove(name)
+        relation_times.forget(self._con, name)  # a new definition: its own epochs' record
         create()
         for dependent in dependents:
             try:

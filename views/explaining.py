@@ -12,6 +12,7 @@ from ivm.execution.arrangements import ArrangementSize
 from ivm.execution.profile import EpochProfile
 from ivm.plan.node import plain_sql
 from ivm.storage.naming import TableNames
+from ivm.views import relation_times
 from ivm.views.plan_picture import FORMATS, dot_source, render
 
 if TYPE_CHECKING:
@@ -28,7 +29,9 @@ class Explaining(_Base):
     def explain(self, view: str, analyze: bool = False, format: str = "text") -> str | bytes:
         """The incremental circuit of ``view``, one operator per line. With ``analyze``,
         the last epoch's profile too: its phases, the view's time and strategy, and each
-        operator's statements, time and rows (as DuckDB's EXPLAIN ANALYZE).
+        operator's statements, time and rows (as DuckDB's EXPLAIN ANALYZE; Spark mode: each
+        stage's tasks, time and rows). A session that has run no epoch yet shows the last
+        one the state recorded (``views.relation_times``).
 
         ``format="dot"``: a picture of the plan as Graphviz DOT text (operators, the
         arrangements the view reads and who shares them, Spark stages; with ``analyze``,
@@ -43,7 +46,7 @@ class Explaining(_Base):
             text = circuit.explain()
         else:
             text = explain_text(
-                view, circuit, self.last_profile, self._arrangements.sizes(), self._names
+                view, circuit, self._analyzed(), self._arrangements.sizes(), self._names
             )
         tail = self._engine.explain_tail(view)  # Spark: its stages
         return text if tail is None else f"{text}\n{tail}"
@@ -53,10 +56,14 @@ class Explaining(_Base):
             raise IvmError(f"explain format must be one of {', '.join(FORMATS)}, not {format!r}")
         stages = self._engine.stages(view)
         source = dot_source(
-            view, self._views[view].circuit, self.last_profile if analyze else None,
+            view, self._views[view].circuit, self._analyzed() if analyze else None,
             self._arrangements.sizes(), self._names, stages,
         )
         return source if format == "dot" else render(source, format)
+
+    def _analyzed(self) -> EpochProfile | None:
+        """This session's last epoch's profile, else the last the state recorded."""
+        return self.last_profile or relation_times.last_profile(self._con)
 
     def plain_sql(self, view: str) -> str:
         """The view's logical plan as one ordinary DuckDB query over its tables and views:
@@ -82,7 +89,7 @@ def explain_text(
 ) -> str:
     """The analyzed explanation of ``view`` (``profile``: the last epoch's, if any)."""
     if profile is None:
-        return circuit.explain() + "\nno epoch has run since this session opened"
+        return circuit.explain() + "\nno epoch has run on this state (or none was recorded)"
     header, tree = circuit.explain(lambda op: profile.annotation(view, op.fingerprint)).split(
         "\n", 1
     )

@@ -179,7 +179,7 @@ class Ingest(_Base):
         self._changed_rows = {name: batch.num_rows for name, batch in batches.items()}
         self._retractions = {}
         for name, batch in batches.items():
-            table = self._tables[name]
+            start, table = time.perf_counter(), self._tables[name]
             registered = self._registered_batches.register("__ivm_batch_", batch)
             rows = f"SELECT {column_list(table.schema.names)}, {W} FROM {registered}"
             hashes = None
@@ -189,6 +189,10 @@ class Ingest(_Base):
             if hashes is None or not hashes.consolidated():
                 rows, hashes = self._consolidated(table, registered, upsert)
             changes[name] = self._checked(table, hashes, rows, check)
+            if check:  # the epoch's own time and rows (a load adds each chunk's)
+                self._profile.tables[name] = self._profile.tables.get(name, 0.0) + (
+                    time.perf_counter() - start)
+                self._profile.rows[name] = self._profile.rows.get(name, 0) + batch.num_rows
         return changes
 
     def _consolidated(
@@ -285,6 +289,7 @@ class Ingest(_Base):
         except ExecutionError as error:
             raise ViewFailed(view, error) from error
         self._changed_rows[view.name] = rows
+        self._profile.rows[view.name] = self._profile.rows.get(view.name, 0) + rows
         if rows == 0:  # the change cancelled out: nothing to append, fetch or propagate
             return None
         if view.name not in self._direct_changes:  # a direct change has no scratch table

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from ivm.views import history
+from ivm.views import history, relation_times
 from ivm.views.changefeeds import Callback, Changefeeds, Subscription
 from ivm.views.epochs import EpochLedger
 from ivm.views.streaming import Select, Streams, StreamSink
@@ -105,13 +105,16 @@ class Outside(_Base):
 
     def _log_epoch(self, changed: dict[str, str]) -> None:
         """Inside the epoch's transaction: log the views' changes (changefeeds), the streams'
-        batch ids and the epoch's time (``views.history``)."""
+        batch ids, the epoch's time (``views.history``) and each table's and view's time and
+        rows, and the epoch's profile (``views.relation_times``)."""
         self._feeds.log(changed, self.epoch + 1)
         self._streams.record(self.epoch + 1)
         if not self._history_ready:  # once per session: the table, if the state has none
             history.create(self._con)
+            relation_times.create(self._con)
             self._on_commit.append(self._history_created)
         history.record(self._con, self.epoch + 1, sum(self._profile.phases.values()))
+        relation_times.record(self._con, self._profile)
 
     def _after_epoch(self, deltas: dict[str, pa.Table]) -> None:
         """After the epoch committed: keep its deltas, tell the subscribers."""

@@ -5,17 +5,18 @@
   and the Arrow size of a sample of them (DuckDB shares one file between all
   traces); Spark mode, the bytes of its partition files on disk;
 * ``memory_bytes``: the arrangements (in-memory indexes of traces) it reads;
-* ``last_seconds``, ``median_seconds``, ``epochs``: the time computing its change in
-  the last epoch that changed one of its inputs, the median over the last
-  ``KEPT_TIMES`` such epochs, and how many epochs this session ran it (times are
-  kept in memory: a session opened afresh starts counting again).
+* ``last_seconds``, ``median_seconds``: the time computing its change in the last epoch
+  that changed it (a table) or one of its inputs (a view), and the median over the last
+  ``relation_times.KEPT`` such epochs; ``last_epoch`` and ``last_rows``: that epoch and
+  the rows of its change; ``epochs_total``: how many epochs changed it over the state's
+  whole life. All recorded in the state with each epoch (``views.relation_times``), so
+  a session opened afresh shows them too;
+* ``epochs``: how many of those epochs this session ran.
 """
 
 from __future__ import annotations
 
 import os
-import statistics
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,6 +25,7 @@ from ivm.execution.profile import EpochProfile
 from ivm.plan.sql import W
 from ivm.schema import quote
 from ivm.storage.naming import unquote
+from ivm.views import relation_times
 from ivm.views.modes import spark_mode
 
 if TYPE_CHECKING:
@@ -33,8 +35,6 @@ if TYPE_CHECKING:
 else:
     _Base = object
 
-KEPT_TIMES = 100
-"""Epoch times kept per view for the median."""
 SAMPLE_ROWS = 1000
 """Rows sampled per trace to estimate its bytes."""
 
@@ -50,42 +50,47 @@ class RelationStats:
     memory_bytes: int
     last_seconds: float | None
     median_seconds: float | None
-    epochs: int
+    epochs: int  # this session's
+    epochs_total: int = 0  # over the state's life
+    last_epoch: int | None = None
+    last_rows: int | None = None
 
 
 class Stats(_Base):
     """``stats`` of ``Session`` (see the module docstring)."""
 
     def _init_stats(self) -> None:
-        self._times: dict[str, deque[float]] = {}
         self._runs: dict[str, int] = {}
 
     def _record_times(self, profile: EpochProfile | None) -> None:
-        """After an epoch: keep each view's time in it."""
+        """After an epoch committed: count it for each table and view it changed (the times
+        went into the state with it, ``views.relation_times``)."""
         if profile is None:
             return
-        for view, seconds in profile.views.items():
-            self._times.setdefault(view, deque(maxlen=KEPT_TIMES)).append(seconds)
-            self._runs[view] = self._runs.get(view, 0) + 1
+        for name in {*profile.tables, *profile.views}:
+            self._runs[name] = self._runs.get(name, 0) + 1
 
     def stats(self) -> dict[str, RelationStats]:
         """Per table and view, by name: ``rows``, ``state_bytes`` (an estimate in embedded
         mode; on-disk bytes in Spark mode), ``memory_bytes`` (arrangements it reads),
         ``last_seconds`` / ``median_seconds`` (its change's time in the last epochs that
-        ran it) and ``epochs`` (how many this session ran). See ``views.stats``."""
+        changed it), ``last_epoch``, ``last_rows`` and ``epochs_total`` (recorded in the state,
+        over its whole life) and ``epochs`` (how many this session ran). See ``views.stats``."""
         self._check_open()
         memory: dict[str, int] = {}
         for size in self._arrangements.sizes():
             for reader in size.readers:
                 memory[reader] = memory.get(reader, 0) + size.bytes
+        recorded = relation_times.read(self._con)
         found = {}
         for name in [*self._tables, *self._views]:
             kind = "view" if name in self._views else "table"
-            times = list(self._times.get(name, ()))
+            times = recorded.get(name)
             found[name] = RelationStats(
                 name, kind, self._rows(name), self._state_bytes(name), memory.get(name, 0),
-                times[-1] if times else None, statistics.median(times) if times else None,
-                self._runs.get(name, 0),
+                times.last_seconds if times else None, times.median_seconds if times else None,
+                self._runs.get(name, 0), times.runs if times else 0,
+                times.last_epoch if times else None, times.last_rows if times else None,
             )
         return found
 

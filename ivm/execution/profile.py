@@ -4,10 +4,17 @@ An operator's own time is that of the statements it runs itself (its
 materialized steps). A linear operator (filter, project, UNION ALL, a join's
 delta rules…) has none: its SQL is text inside its consumer's statement, so
 its time is part of that consumer's, and ``explain`` says "fused".
+
+In Spark mode operators run in Spark stages: each stage's tasks count the rows they
+emit and their seconds, recorded under the stage's operator (``statements``: its tasks).
+
+A profile goes into the state with its epoch (``to_json``, ``views.relation_times``),
+so a later session explains the last committed epoch.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -44,7 +51,13 @@ class EpochProfile:
     lookups: float = 0.0
     """Seconds spent reading arrangements at keys (hashing the keys, searching, taking)."""
     per_operator: bool = True
-    """False where operators run remotely (Spark): only views' times are known."""
+    """False where operators run remotely (Spark): only stages' rows and times are known."""
+    tables: dict[str, float] = field(default_factory=dict)
+    """Seconds applying each changed table's change (embedded: checking it; Spark: its stage)."""
+    rows: dict[str, int] = field(default_factory=dict)
+    """Rows of each changed table's batch and each changed view's consolidated change."""
+    recorded: bool = False
+    """True when read back from the state (a session opened after the epoch)."""
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -76,7 +89,10 @@ class EpochProfile:
     def summary(self, view: str) -> str:
         """The epoch's phases and the view's share, for ``explain``."""
         phases = ", ".join(f"{name} {seconds * 1000:.1f}" for name, seconds in self.phases.items())
-        lines = [f"last epoch {self.epoch}: {self.total() * 1000:.1f} ms ({phases}; ms)"]
+        recorded = " (recorded in the state: phases up to its commit)" if self.recorded else ""
+        lines = [
+            f"last epoch {self.epoch}{recorded}: {self.total() * 1000:.1f} ms ({phases}; ms)"
+        ]
         if view in self.views:
             strategy = self.strategies.get(view, "incremental")
             lines.append(
@@ -89,9 +105,14 @@ class EpochProfile:
 
     def annotation(self, view: str, fingerprint: str) -> str:
         """What one operator did in this epoch, for ``explain``."""
-        if not self.per_operator:
-            return "[in the view's Spark job]" if view in self.views else "[no change]"
         stats = self.operators.get((view, fingerprint))
+        if not self.per_operator:
+            if stats is not None:
+                return (
+                    f"[spark stage: {stats.seconds * 1000:.2f} ms in {stats.statements} task"
+                    f"{'s' if stats.statements != 1 else ''}, {stats.rows:,} rows out]"
+                )
+            return "[in the view's Spark job]" if view in self.views else "[no change]"
         changed = (view, fingerprint) in self.changed
         if stats is not None:
             return (
@@ -99,3 +120,26 @@ class EpochProfile:
                 f"{'s' if stats.statements != 1 else ''}, {stats.rows:,} rows]"
             )
         return "[fused into its consumer's statement]" if changed else "[no change]"
+
+    def to_json(self) -> str:
+        """The profile as JSON text (``from_json`` reads it back)."""
+        return json.dumps({
+            "epoch": self.epoch, "phases": list(self.phases.items()), "views": self.views,
+            "strategies": self.strategies, "tables": self.tables, "rows": self.rows,
+            "operators": [[v, f, s.statements, s.seconds, s.rows]
+                          for (v, f), s in self.operators.items()],
+            "changed": sorted(self.changed), "lookups": self.lookups,
+            "per_operator": self.per_operator,
+        })
+
+    @classmethod
+    def from_json(cls, text: str) -> EpochProfile:
+        """The profile ``to_json`` wrote, marked ``recorded``."""
+        data = json.loads(text)
+        return cls(
+            epoch=int(data["epoch"]), phases=dict(data["phases"]), views=data["views"],
+            strategies=data["strategies"], tables=data["tables"], rows=data["rows"],
+            operators={(v, f): OperatorStats(n, s, r) for v, f, n, s, r in data["operators"]},
+            changed={(v, f) for v, f in data["changed"]}, lookups=data["lookups"],
+            per_operator=data["per_operator"], recorded=True,
+        )

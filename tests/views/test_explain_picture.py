@@ -70,5 +70,11 @@ def test_the_picture_shows_spark_stages(spark: Any, tmp_path: Path) -> None:
         dot = db.explain("j", analyze=True, format="dot")
         assert dot.count("subgraph cluster_") >= 2 and "spark stage" in dot
         assert "spark stages" in db.explain("j")  # the text form is unchanged
+        # The last epoch (t's row 2, v 5): the join's stage emitted that one row, joined;
+        # the aggregate's stage (storing the view) the view's change: a's 2 → 7.
+        text = db.explain("j", analyze=True)
+        assert re.search(r"DeltaJoin .*\[spark stage: [\d.]+ ms in 2 tasks, 1 rows out\]", text)
+        assert re.search(r"Aggregate .*\[spark stage: [\d.]+ ms in 2 tasks, 2 rows out\]", text)
+        assert "1 rows out" in dot and db.last_profile.rows == {"t": 1, "j": 2, "j2": 1}
     finally:
         db.close()

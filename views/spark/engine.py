@@ -69,6 +69,7 @@ from ivm.views.definitions import ViewDef
 from ivm.views.diagnose import named
 from ivm.views.spark import reads
 from ivm.views.spark.batches import prepare
+from ivm.views.spark.profiling import record_stages
 from ivm.views.spark.quiet import quiet_tasks
 from ivm.views.spark.source import IvmDataSource
 from ivm.views.spark.workers import check_workers
@@ -102,7 +103,7 @@ class SparkEngine:
         self._jobs = JobSession(spark)  # where epochs run: the same SparkContext, AQE off
         self.partitions: int | None = partitions or 0  # settled by check_mode
         self.failure: FailurePoint | None = None  # test hook: make chosen tasks fail
-        # Stage tasks add their seconds here, by table or view (``stats``, ``explain``).
+        # Stage tasks add their seconds and rows here, by stage (``views.spark.profiling``).
         self.task_times = spark.sparkContext.accumulator({}, TaskTimes())
         # Stages by the circuit (or table schema) object they were cut from: a view
         # replaced or a DDL rolled back leaves a stale entry, never a wrong one.
@@ -326,11 +327,8 @@ class SparkEngine:
                 raise
             raise named(translated, view) from error
         limits.check_collected(s, collected)
-        times = self.task_times.value
-        changed: dict[str, str] = {}
-        for name, change in collected.items():
-            s._profile.views[name] = times.get(name, (0.0, 0))[0]
-            changed[name] = self._collect(name, change)
+        record_stages(s, self.task_times.value, collected)  # each stage's rows and time
+        changed = {name: self._collect(name, change) for name, change in collected.items()}
         return {name: changed[name] for name in s._views if name in changed}
 
     def _collect(self, view: str, collected: pa.Table) -> str:

@@ -47,6 +47,8 @@ from ivm.execution.spark.stages import Stage, linear_sql
 from ivm.execution.spark.tasks import (
     BUCKET,
     FailurePoint,
+    StageCounts,
+    StageKey,
     TaskLabel,
     applied,
     constant_task,
@@ -70,13 +72,13 @@ class SparkEpoch:
         partitions: int,
         ticket: Ticket,
         failure: FailurePoint | None = None,
-        times: Accumulator[dict[str, tuple[float, int]]] | None = None,
+        times: Accumulator[dict[StageKey, StageCounts]] | None = None,
     ) -> None:
         self.spark = spark
         self.partitions = partitions
         self.ticket = ticket
         self.failure = failure
-        self.times = times  # each stage task adds its seconds here, by table or view
+        self.times = times  # each stage task adds its seconds and rows here, by stage
         self.changes: dict[str, DataFrame] = {}  # table or view name -> its change (wire)
 
     def run_stage(
@@ -105,7 +107,7 @@ class SparkEpoch:
             )
         else:
             wide = wide.repartition(1)
-        label = TaskLabel(*owner, self.times) if owner is not None else None
+        label = TaskLabel(*owner, self.times, stage.name) if owner is not None else None
         apply = functools.partial(applied, stage, str(directory), self.ticket, self.failure)
         task = functools.partial(labeled, label, apply)
         output = wide.mapInArrow(task, spark_struct(stage.output))

@@ -70,29 +70,37 @@ class InjectedFailure(RuntimeError):
     """Raised by a task a ``FailurePoint`` selects."""
 
 
-class TaskTimes(AccumulatorParam):
-    """A Spark accumulator of (seconds, tasks) per table or view: what its stage tasks spent."""
+StageKey = tuple[str, str]
+"""(table or view, stage name): whose stage a task ran."""
+StageCounts = tuple[float, int, int]
+"""What a stage's tasks spent and emitted: (seconds, tasks, rows)."""
 
-    def zero(self, value: dict[str, tuple[float, int]]) -> dict[str, tuple[float, int]]:
+
+class TaskTimes(AccumulatorParam):
+    """A Spark accumulator of (seconds, tasks, rows out) per stage of a table or view, by
+    ``StageKey``: what its stage tasks spent and emitted (a retried task may count twice)."""
+
+    def zero(self, value: dict[StageKey, StageCounts]) -> dict[StageKey, StageCounts]:
         return {}
 
     def addInPlace(
-        self, value1: dict[str, tuple[float, int]], value2: dict[str, tuple[float, int]]
-    ) -> dict[str, tuple[float, int]]:
-        for name, (seconds, tasks) in value2.items():
-            old_seconds, old_tasks = value1.get(name, (0.0, 0))
-            value1[name] = (old_seconds + seconds, old_tasks + tasks)
+        self, value1: dict[StageKey, StageCounts], value2: dict[StageKey, StageCounts]
+    ) -> dict[StageKey, StageCounts]:
+        for key, (seconds, tasks, rows) in value2.items():
+            old_seconds, old_tasks, old_rows = value1.get(key, (0.0, 0, 0))
+            value1[key] = (old_seconds + seconds, old_tasks + tasks, old_rows + rows)
         return value1
 
 
 @dataclass(frozen=True)
 class TaskLabel:
     """Whose stage a task runs (a table's or a view's): a view is named in its errors, and
-    each task adds its seconds to ``times``."""
+    each task adds its seconds and the rows it emitted to ``times``, under ``stage``."""
 
     relation: str
     view: bool
-    times: Accumulator[dict[str, tuple[float, int]]] | None = None
+    times: Accumulator[dict[StageKey, StageCounts]] | None = None
+    stage: str = ""
 
     def note(self) -> str:
         """The line a failing task adds to its exception (read back by ``failed_view``)."""
@@ -115,16 +123,20 @@ def labeled(
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     """Run ``task`` on ``batches`` as the task of ``label``'s table or view: a view's task
-    names it in its errors; the task's seconds are added to ``label.times``."""
-    start = time.perf_counter()
+    names it in its errors; the task's seconds and the rows it emitted are added to
+    ``label.times`` (one addition per task: negligible beside the task's round trip)."""
+    start, rows = time.perf_counter(), 0
     try:
-        yield from task(batches)
+        for batch in task(batches):
+            rows += batch.num_rows
+            yield batch
     except Exception as error:
         if label is not None and label.view:
             error.add_note(label.note())
         raise
     if label is not None and label.times is not None:
-        label.times.add({label.relation: (time.perf_counter() - start, 1)})
+        key = (label.relation, label.stage)
+        label.times.add({key: (time.perf_counter() - start, 1, rows)})
 
 
 def applied(
