@@ -161,8 +161,7 @@ def run_pipeline(args: argparse.Namespace) -> None:
     out = console()
     script = read_file(args.sql)  # before the state is opened (or created) for it
     with stopped_by_sigterm(args.serve is not None), session(args, args.state) as db:
-        with out.status("creating tables and views (backfilling views from their tables)"):
-            done = pipeline.define(db, script)
+        done = pipeline.define(db, script)  # a long backfill draws its bar (views.progress)
         for line in done:
             out.print(line)
         server = None

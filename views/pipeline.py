@@ -30,6 +30,7 @@ import duckdb
 from ivm.errors import IvmError, SchemaError
 from ivm.sql_frontend.statements import CreateTable, CreateView, parse_script
 from ivm.views.cdc_reading import READERS, read_cdc
+from ivm.views.progress import shown
 
 if TYPE_CHECKING:
     from ivm.views.session import Session
@@ -39,7 +40,7 @@ def define(db: Session, sql: str) -> list[str]:
     returns what was done, one line per table or view."""
     done = []
     statements = parse_script(sql)
-    with db._transaction():
+    with shown(db, "creating tables and views (filling views)", None), db._transaction():
         for statement in statements:
             if isinstance(statement, CreateTable):
                 name = db._resolve(statement.table.name)
@@ -108,7 +109,8 @@ def apply_files(
             progress(path, table, "applying")
             db._streams.pending = (stream, 0)
             try:
-                db.ingest(table, read.relation, epoch=db.epoch + 1)
+                # the command line's bar of files is the one drawn (one live display)
+                db.ingest(table, read.relation, epoch=db.epoch + 1, progress=False)
             finally:
                 db._streams.pending = None
             yield path, table, db.epoch, read.rows
