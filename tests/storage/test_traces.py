@@ -235,8 +235,8 @@ def rows(table: pa.Table) -> Counter:
 
 def trace_sizes(db) -> dict[str, int]:
     tables = db._con.execute(
-        "SELECT table_name FROM duckdb_tables() WHERE table_name LIKE '__ivm_rel_%' "
-        "OR table_name LIKE '__ivm_op_%'"
+        "SELECT table_name FROM duckdb_tables() WHERE starts_with(table_name, '__ivm_rel_') "
+        "OR starts_with(table_name, '__ivm_op_')"  # (LIKE's _ took __ivm_relation_epochs)
     ).fetchall()
     return {t: db._con.execute(f'SELECT count(*) FROM "{t}"').fetchall()[0][0] for (t,) in tables}
 
