@@ -74,7 +74,7 @@ def asof_market(batch: int, quick: bool) -> Scenario:
     market = Market(symbols, np.random.default_rng(SEED))
     return Scenario(
         f"{size:,} trades ASOF {size:,} quotes, {batch:,} late quotes a batch", DDL,
-        {"asof": VIEWS["asof"]},
+        {"asof_prices": VIEWS["asof"]},
         {"trades": market.trades(size, 0, LOADED), "quotes": market.quotes(size)},
         lambda: {"quotes": market.quotes(batch)}, apply_seconds)
 

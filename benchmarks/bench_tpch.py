@@ -407,6 +407,11 @@ def main() -> None:
         "--profile", action="store_true", help="print explain(analyze=True) after each query"
     )
     parser.add_argument(
+        "--aggregate-plans", default="flat", help="comma-separated aggregate plans each "
+        "query is run under, one after the other over the same tables (flat, auto, "
+        "factorized; default flat): e.g. flat,factorized compares them in one run",
+    )
+    parser.add_argument(
         "--fraction", type=float, default=0.001,
         help="orders inserted and deleted per batch, as a fraction of ORDERS (default 0.001)",
     )
@@ -462,10 +467,15 @@ def run_all(console: Console, args: argparse.Namespace, selected: list[tuple[str
         f"RF2 deletes {refresh.size:,} orders with their lineitems; one ingest"
     )
 
-    results = [
-        run_query(console, db, replica, refresh, name, sql, args.batches, args.profile)
-        for name, sql in selected
-    ]
+    plans = args.aggregate_plans.split(",")
+    results = []
+    for name, sql in selected:
+        for plan in plans:
+            db.aggregate_plan = plan
+            label = name if len(plans) == 1 else f"{name}_{plan}"
+            results.append(
+                run_query(console, db, replica, refresh, label, sql, args.batches, args.profile)
+            )
     key = "lineitem without a key" if args.no_lineitem_key else "primary keys on every table"
     report(
         console,

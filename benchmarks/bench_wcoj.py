@@ -131,7 +131,7 @@ class Plan:
         return timed(create)
 
     def state_bytes(self) -> int:
-        return sum(a.bytes for a in self.db.arrangements.sizes())
+        return sum(a.bytes for a in self.db._arrangements.sizes())
 
 
 class Recompute:
