@@ -41,7 +41,7 @@ from pyspark.sql import SparkSession as PySparkSession
 from ivm import faults
 from ivm.circuit.circuit import Circuit
 from ivm.circuit.incrementalize import incrementalize
-from ivm.errors import ExecutionError, IvmError, StateError
+from ivm.errors import ExecutionError, IvmError, ResourceError, StateError
 from ivm.execution.spark.epoch_job import TableRun, ViewRun, run_epoch
 from ivm.execution.spark.executor import SparkEpoch, translate_error
 from ivm.execution.spark.job_session import JobSession
@@ -313,7 +313,9 @@ class SparkEngine:
             for v in s._views.values()
         ]
         try:
-            collected = run_epoch(epoch, tables, views)
+            collected = run_epoch(epoch, tables, views, limits.collecting(s))
+        except ResourceError:  # the driver's own limit: named already
+            raise
         except BaseException as error:
             translated = translate_error(error)
             view = failed_view(error)
@@ -324,7 +326,6 @@ class SparkEngine:
             if translated is None or isinstance(translated, StateError) or view is None:
                 raise
             raise named(translated, view) from error
-        limits.check_collected(s, collected)
         record_stages(s, self.task_times.value, collected)  # each stage's rows and time
         changed = {name: self._collect(name, change) for name, change in collected.items()}
         return {name: changed[name] for name in s._views if name in changed}
