@@ -134,8 +134,8 @@ def collecting(session: Session) -> Callable[[Mapping[str, tuple[int, int]]], No
         largest = max(received, key=lambda view: received[view][1])
         others = " with the other views' changes" if len(received) > 1 else ""
         raise ResourceError(
-            f"view {largest!r}: its change in this epoch (over {received[largest][0]:,} rows "
-            f"when the driver stopped reading it), collected on the Spark driver{others}, "
+            f"view {largest!r}: its change in this epoch (the driver stopped reading it at "
+            f"{received[largest][0]:,} rows), collected on the Spark driver{others}, "
             f"needs more than {describe(2 * total)} of memory, more than {budget.text()} "
             f"leaves ({describe(held)} of it held by arrangements and indexes): {APPLY_ADVICE}"
         )

@@ -41,7 +41,7 @@ from pathlib import Path
 import fault_child
 import pytest
 from soak_workload import COLUMNS, DDL, VIEWS, Oracle, check_exact
-from state_files import assert_clean
+from state_files import assert_clean, unexpected_files
 
 import ivm
 from ivm import faults
@@ -371,3 +371,24 @@ def test_fault_points_are_named_and_armed_only_by_name(armed: None) -> None:
         faults.reached("operator", "join")
     faults.reached("operator", "join")  # only the second call fires
     assert {p.split(":")[0] for p in POINTS} <= set(faults.POINTS)
+
+
+def test_leftovers_in_a_closed_state_are_reported(tmp_path: Path) -> None:
+    # The whitelist itself: what a closed state holds passes, and each kind of leftover
+    # is named (else every fault test's last check could never fail).
+    kept = ["ivm.duckdb", "fence", "ivm.duckdb.memory/manifest.json", "ivm.duckdb.memory/0.npy",
+            "tables/t1-orders/table/part-00000.duckdb",
+            "views/v3-by%20region/join-0123456789ab/part-00002.duckdb"]
+    left = ["ivm.duckdb.wal", "ivm.duckdb.lock", "fence.next", "ivm.duckdb.memory.new-7/0.npy",
+            "ivm.duckdb.tmp/spill.block", "spool/abc/part-00000.arrow",
+            "tables/t1-orders/table/part-00000.duckdb.wal", "views/v4-extra/x/part-00000.duckdb"]
+    for name in [*kept, *left]:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    found = unexpected_files(tmp_path, ["orders", "by region"])
+    tops = {line.split(" ")[0] for line in found}
+    assert tops == {"ivm.duckdb.wal", "ivm.duckdb.lock", "fence.next", "ivm.duckdb.memory.new-7",
+                    "ivm.duckdb.tmp", "spool/abc", "tables/t1-orders/table/part-00000.duckdb.wal",
+                    "views/v4-extra", "views/v4-extra/x"}, found
+    (tmp_path / "tables/t2-orders/table").mkdir(parents=True)
+    assert any("a second directory of 'orders'" in line for line in unexpected_files(tmp_path))

@@ -255,8 +255,8 @@ def test_changes_collected_on_the_spark_driver_are_held_to_the_limit(
         with pytest.raises(ivm.ResourceError) as raised:
             db.ingest({"a": ones, "b": ones})
         text = str(raised.value)
-        read = re.search(r"view 'pairs': its change in this epoch \(over ([\d,]+) rows when the "
-                         r"driver stopped reading it\), collected on the Spark driver", text)
+        read = re.search(r"view 'pairs': its change in this epoch \(the driver stopped reading "
+                         r"it at ([\d,]+) rows\), collected on the Spark driver", text)
         assert read and "nothing was applied" in text, text
         assert int(read[1].replace(",", "")) < 1_000_000, text  # not all of it on the driver
         db.memory_limit = "1GB"
