@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 import fault_child
+import pyarrow as pa
 from soak_workload import DDL
 
 import ivm
@@ -35,9 +36,11 @@ TABLES_DDL = ";".join(s for s in DDL.split(";") if any(f"TABLE {t} " in s for t 
 STEPS: tuple[str, ...] = (
     "open", "epoch 2", "create", "epoch 3", "failed", "epoch 4", "drop", "closed",
 )
-"""What the script does, in order. ``failed``: a batch of new orders whose view stage
-fails on every attempt, having written (``FailurePoint``): the table's partitions and the
-view's applied it, the ingest fails, and the driver rolls them back."""
+"""What the script does, in order. ``epoch 3`` streams its batches (``RecordBatchReader``s,
+spooled under the state). ``failed``: a batch of new orders whose view stage fails on
+every attempt, having written (``FailurePoint``): the table's partitions and the view's
+applied it, the ingest fails, and the driver rolls them back."""
+STREAMED = "epoch 3"
 FAILED = {"orders": [{"id": -i, "customer": i, "product": i % 5, "amount": 1, "ts": i}
                      for i in range(1, 13)]}
 """Twelve orders no epoch of the workload has: they land in every partition."""
@@ -63,9 +66,13 @@ def start_spark() -> object:
     )
 
 
-def batches_of(batches: dict) -> dict:
-    """The workload's epoch for the tables the state holds."""
-    return {name: batch for name, batch in batches.items() if name in TABLES}
+def batches_of(batches: dict, streamed: bool = False) -> dict:
+    """The workload's epoch for the tables the state holds (as streams: ``streamed``)."""
+    held = {name: batch for name, batch in batches.items() if name in TABLES}
+    if streamed:
+        return {name: pa.RecordBatchReader.from_batches(batch.schema, batch.to_batches())
+                for name, batch in held.items()}
+    return held
 
 
 def script(spark: object, state: str, progress: str, pause: dict | None) -> None:
@@ -92,7 +99,7 @@ def script(spark: object, state: str, progress: str, pause: dict | None) -> None
                 db.ingest(FAILED)
             db._failure = None
         else:
-            db.ingest(batches_of(drawn.next()))
+            db.ingest(batches_of(drawn.next(), streamed=step == STREAMED))
         note(step)
     db.close()
     note("closed")

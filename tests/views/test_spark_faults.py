@@ -2,12 +2,14 @@
 and a task killed -9 after committing its partition.
 
 **A driver killed.** A child process (``spark_fault_child``) runs a Spark driver of its
-own over a copy of a Spark-mode state at epoch 1 (the soak's tables, ``by_region``) and a
-fixed script (ingest, CREATE VIEW, ingest, a failed ingest, ingest, DROP VIEW, close). It
-dies at one moment of it (``CASES``): a fault point armed on the driver (``ivm.faults``),
-or, mid-job, with the whole process group (driver, JVM, Python workers) killed while a
-task that has written its partitions is paused. Then this process reopens the state on
-the test session's Spark and checks:
+own over a copy of a Spark-mode state at epoch 1 (the soak's orders and customers,
+``by_region``) and a fixed script (ingest, CREATE VIEW, a streamed ingest, a failed
+ingest, ingest, DROP VIEW, close). It dies at one moment of it (``CASES``): a fault point
+armed on the driver (``ivm.faults``), or, mid-job, with the whole process group (driver,
+JVM, Python workers) killed while a task that has written its partitions is paused.
+Where the case leaves partitions ahead of the driver, a stray directory or a spooled
+batch, the test first checks they are there. Then it reopens the state on the test
+session's Spark and checks:
 
 * the epoch is the last committed one, and the extra view exists exactly when its CREATE
   committed and its DROP did not;
@@ -16,8 +18,8 @@ the test session's Spark and checks:
 * every table and view equals DuckDB recomputing it (``soak_workload.Oracle``), and again
   after two more epochs;
 * after a clean close, the state holds nothing a closed state does not
-  (``state_files.assert_clean``): no WAL, no fence staged, no directory of a DDL that
-  never committed or of a drop that was never cleaned up.
+  (``state_files.assert_clean``): no WAL, no fence staged, no spool, no directory of a
+  DDL that never committed or of a drop that was never cleaned up.
 
 **A task killed.** On the test session's Spark (``local[2,4]``: four attempts per task),
 a point armed in the tasks (``faults.arm_tasks``, ``once=`` a file so that only the
@@ -83,6 +85,7 @@ CASES: dict[str, tuple[str | None, int, str | None, str, str]] = {
     "ddl.manifest": ("ddl.manifest", 1, None, "create", BEFORE),
     "create commit.after": ("commit.after", 2, None, "create", AFTER),
     "spark.rolled_back": ("spark.rolled_back", 1, None, "failed", BEFORE),
+    "streamed spark.collected": ("spark.collected", 2, None, "epoch 3", BEFORE),
     "ddl.dropped": ("ddl.dropped", 1, None, "drop", BEFORE),
     "drop commit.after": ("commit.after", 5, None, "drop", AFTER),
 }
@@ -90,10 +93,12 @@ SAMPLE = ("spark.collected", "drop commit.after")
 """The driver kills ``make test`` runs: partitions that committed an epoch ahead of the
 driver, and a drop committed whose files were never removed."""
 AHEAD = ("epoch mid-job", "spark.collected", "transaction.begun", "commit.before",
-         "spark.rolled_back")
+         "spark.rolled_back", "streamed spark.collected")
 """Cases whose kill leaves partitions at an epoch the driver never committed."""
 STRAY = ("create mid-job", "spark.backfilled", "ddl.manifest", "drop commit.after")
 """Cases whose kill leaves a directory of the extra view that the catalog does not hold."""
+SPOOLED = ("streamed spark.collected",)
+"""Cases whose kill leaves a streamed batch spooled under the state."""
 WAIT_SECONDS = 400.0
 
 
@@ -218,6 +223,8 @@ def test_a_driver_killed_mid_epoch_reopens_exact(
         assert max(partition_epochs(state)) == epoch + 1, partition_epochs(state)
     if case in STRAY:
         assert extra_directories(state), "no directory of the extra view was left"
+    if case in SPOOLED:
+        assert list((state / "spool").iterdir()), "no spooled batch was left"
     views = {VIEW: VIEWS[VIEW], **({"extra": fault_child.EXTRA} if extra else {})}
     with ivm.connect(state, spark=spark) as db:
         assert db.epoch == epoch, (finished, db.epoch)
@@ -236,7 +243,7 @@ def test_a_driver_killed_mid_epoch_reopens_exact(
 def test_every_spark_point_has_a_case() -> None:
     driver = {p for p in faults.POINTS if p.startswith("spark.")}
     assert driver <= {c[0] for c in CASES.values()}
-    assert set(SAMPLE) <= set(CASES) and set(AHEAD) | set(STRAY) <= set(CASES)
+    assert set(SAMPLE) <= set(CASES) and {*AHEAD, *STRAY, *SPOOLED} <= set(CASES)
 
 
 # -- a task killed --------------------------------------------------------------------------

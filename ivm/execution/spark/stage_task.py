@@ -142,6 +142,7 @@ def apply_partition(
     if (wide is None or wide.num_rows == 0) and not ticket.backfill:
         return out_schema.empty_table()
     file = partition_file(directory, bucket)
+    check_fence(ticket)  # before making anything: the files of a DDL a recovery removed
     file.parent.mkdir(parents=True, exist_ok=True)
     with attached_partition(file) as con:
         configure(con, ticket)
