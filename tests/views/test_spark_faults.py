@@ -89,9 +89,9 @@ CASES: dict[str, tuple[str | None, int, str | None, str, str]] = {
     "ddl.dropped": ("ddl.dropped", 1, None, "drop", BEFORE),
     "drop commit.after": ("commit.after", 5, None, "drop", AFTER),
 }
-SAMPLE = ("spark.collected", "drop commit.after")
+SAMPLE = ("spark.collected", "spark.backfilled")
 """The driver kills ``make test`` runs: partitions that committed an epoch ahead of the
-driver, and a drop committed whose files were never removed."""
+driver, and a new view's partition files written under a CREATE never committed."""
 AHEAD = ("epoch mid-job", "spark.collected", "transaction.begun", "commit.before",
          "spark.rolled_back", "streamed spark.collected")
 """Cases whose kill leaves partitions at an epoch the driver never committed."""
