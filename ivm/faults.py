@@ -14,6 +14,19 @@ buffered write runs, as in a crash or an OOM kill. ``enospc`` raises
 ``OSError(errno.ENOSPC)`` ("No space left on device"), what a write to a full disk
 raises. A point reached with a detail (``reached("operator", op.kind)``) fires for an
 arming of the bare name or of ``name:detail``.
+
+**Spark tasks.** A Spark task runs in a Python worker that the JVM starts, not in the
+process that armed a point, so an arming there never reaches it. ``arm_tasks`` arms a
+point in the tasks instead: the Spark driver ships ``for_tasks()`` inside every task's
+``Ticket`` (``ivm.execution.spark.stage_task``), and each task ``adopt``s it before it
+works (a worker reused for several tasks arms afresh for each, so ``at`` counts one
+task's calls). ``once=`` names a file: the point fires only in the process that creates
+it (``O_CREAT | O_EXCL``, its process id written in it), so of all the tasks and their
+retries that share the path exactly one dies, and a test reads there that it did::
+
+    faults.arm_tasks("task.committed", "kill", once=tmp_path / "killed")
+
+Keep that file outside the state directory: nothing but state may be left there.
 """
 
 from __future__ import annotations
@@ -57,34 +70,74 @@ POINTS: dict[str, str] = {
     "snapshot.array": "an array file of a snapshot about to be written",
     "snapshot.manifest": "a snapshot's manifest written, before the rename",
     "snapshot.renamed": "the snapshot renamed into place",
+    # Spark mode, on the driver
+    "spark.epoch": "an epoch's ticket issued (the fence moved to it), before any task ran",
+    "spark.collected": "the epoch's Spark job done (each partition it touched applied the "
+    "epoch) and the views' changes on the driver, before the driver's transaction",
+    "spark.backfilled": "a new view's stages filled on Spark (its partition files written), "
+    "before its manifest is recorded",
+    "spark.rolled_back": "a partition ahead of the committed epoch rolled back (after a failed "
+    "ingest, or as a session opens)",
+    # Spark mode, in a task (armed with ``arm_tasks``; detail: the stage's kind)
+    "task.applied": "a partition's epoch applied in its transaction, before its COMMIT",
+    "task.committed": "a partition's epoch committed, before the task returns its output",
 }
 """Every fault point, by name: where it is."""
+
+Arming = tuple[str, str, int, str | None]
+"""What ``arm`` was told, as a task receives it: (name, action, at, once)."""
 
 
 @dataclass
 class _Armed:
     action: str
     at: int
+    once: str | None = None
     calls: int = 0
 
 
 _armed: dict[str, _Armed] = {}
+_for_tasks: dict[str, Arming] = {}
 ACTIONS = ("kill", "enospc")
 
 
-def arm(name: str, action: str = "kill", at: int = 1) -> None:
+def arm(name: str, action: str = "kill", at: int = 1, once: str | os.PathLike[str] | None = None
+        ) -> None:
     """Make the ``at``-th call of point ``name`` (``name`` or ``name:detail``) do
-    ``action`` (``kill`` or ``enospc``); a test hook."""
+    ``action`` (``kill`` or ``enospc``), in the process that creates file ``once`` when
+    given (module docstring); a test hook."""
     if name.split(":")[0] not in POINTS:
         raise ValueError(f"unknown fault point {name!r}")
     if action not in ACTIONS:
         raise ValueError(f"unknown fault action {action!r}")
-    _armed[name] = _Armed(action, at)
+    _armed[name] = _Armed(action, at, os.fspath(once) if once is not None else None)
+
+
+def arm_tasks(
+    name: str, action: str = "kill", at: int = 1, once: str | os.PathLike[str] | None = None
+) -> None:
+    """Arm ``name`` as ``arm`` does, in every Spark task this process's sessions start from
+    now on instead of here (module docstring); a test hook."""
+    arm(name, action, at, once)  # checks the arguments
+    del _armed[name]
+    _for_tasks[name] = (name, action, at, os.fspath(once) if once is not None else None)
+
+
+def for_tasks() -> tuple[Arming, ...]:
+    """The armings a Spark driver ships to its tasks (none outside tests)."""
+    return tuple(_for_tasks.values())
+
+
+def adopt(armings: tuple[Arming, ...]) -> None:
+    """In a Spark task: arm what the driver shipped (nothing when it shipped none)."""
+    for name, action, at, once in armings:
+        arm(name, action, at, once)
 
 
 def disarm() -> None:
-    """Disarm every point."""
+    """Disarm every point, here and for tasks."""
     _armed.clear()
+    _for_tasks.clear()
 
 
 def reached(name: str, detail: str = "") -> None:
@@ -95,8 +148,21 @@ def reached(name: str, detail: str = "") -> None:
         if armed is None:
             continue
         armed.calls += 1
-        if armed.calls != armed.at:
+        if armed.calls != armed.at or not _claimed(armed.once):
             continue
         if armed.action == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
         raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (injected at {name})")
+
+
+def _claimed(once: str | None) -> bool:
+    """True unless ``once`` names a file another process (or an earlier call) created."""
+    if once is None:
+        return True
+    try:
+        claim = os.open(once, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return False
+    os.write(claim, str(os.getpid()).encode())
+    os.close(claim)
+    return True

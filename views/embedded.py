@@ -25,6 +25,7 @@ from ivm.errors import (
     InternalError,
     IterationLimitError,
     IvmError,
+    IvmWarning,
     SqlError,
     StateError,
 )
@@ -238,11 +239,13 @@ class EmbeddedEngine:
             for op, spec in view.circuit.traces():
                 keys[s._names.operator_trace(view.name, op.fingerprint, spec.role)] = spec.key
         # Compaction changes no contents, and the epoch is already committed: a failure
-        # here must not turn a successful ingest into an error. It is retried later.
+        # here (DuckDB's, or the disk's: a full disk) must not turn a successful ingest
+        # into an error, which says nothing was applied. It is retried later.
         try:
             s._compactor.compact_due(s._con, keys)
-        except duckdb.Error as error:
-            warnings.warn(f"ivm: trace compaction failed, will retry: {error}", stacklevel=3)
+        except (duckdb.Error, OSError) as error:
+            warnings.warn(f"ivm: trace compaction failed, will retry: {error}", IvmWarning,
+                          stacklevel=3)
 
     # -- reads -------------------------------------------------------------------------------
 

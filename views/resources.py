@@ -9,7 +9,8 @@ DuckDB and the state ivm holds in memory). This module is what the session does 
 * ``check_batches`` before an epoch runs and ``check_changes`` before it commits: the
   memory that cannot spill (a batch's hashes and index entries; each view's change,
   fetched into Arrow once the epoch commits) must fit, else ``ResourceError`` naming the
-  table or view, and nothing is applied;
+  table or view, and nothing is applied; in Spark mode ``collecting`` checks the views'
+  changes as they arrive on the driver, before each batch is kept;
 * ``as_resource``: an error whose cause is DuckDB's ``OutOfMemoryException`` or Python's
   ``MemoryError`` (or, in Spark mode, a task's, which arrives as text) becomes a
   ``ResourceError`` saying which table or view ran out, during what, and the limit. The
@@ -19,7 +20,7 @@ DuckDB and the state ivm holds in memory). This module is what the session does 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -30,6 +31,7 @@ from ivm.operators.base import SavedMemory
 from ivm.storage.memory import (
     APPLY_BYTES_PER_ROW,
     MemoryBudget,
+    describe,
     rows_bytes,
     variable_bytes_sql,
     width,
@@ -115,19 +117,30 @@ def check_batches(session: Session, batches: Mapping[str, Any]) -> None:
         session._budget.require(need, what)
 
 
-def check_collected(session: Session, changes: Mapping[str, pa.Table]) -> None:
-    """Spark mode, once the epoch's job has returned: ResourceError unless the views'
-    changes collected on the driver fit beside what it holds, twice (as Arrow and as the
-    DuckDB tables ingest returns them from), naming the view with the largest."""
-    sizes = {view: change.nbytes for view, change in changes.items()}
-    if not sizes:
-        return
-    largest = max(sizes, key=sizes.__getitem__)
-    others = " with the other views' changes" if len(sizes) > 1 else ""
-    session._budget.require(
-        2 * sum(sizes.values()), f"view {largest!r}: its change in this epoch "
-        f"({changes[largest].num_rows:,} rows), collected on the Spark driver{others},",
-    )
+def collecting(session: Session) -> Callable[[Mapping[str, tuple[int, int]]], None]:
+    """Spark mode: the check of the views' changes as the epoch's job sends them to the
+    driver, batch by batch (``ivm.execution.spark.collect``), told what has arrived of each
+    view's change, (rows, bytes). ResourceError unless that fits beside what the driver
+    holds, twice (as Arrow and as the DuckDB tables ingest returns them from), naming the
+    view with the most: raised before the batch that would pass the limit is kept, so the
+    driver stops reading there, and nothing is applied."""
+    budget = session._budget
+    held = budget.held()  # nothing the session holds changes until the epoch commits
+
+    def check(received: Mapping[str, tuple[int, int]]) -> None:
+        total = sum(nbytes for _, nbytes in received.values())
+        if held + 2 * total <= budget.limit:
+            return
+        largest = max(received, key=lambda view: received[view][1])
+        others = " with the other views' changes" if len(received) > 1 else ""
+        raise ResourceError(
+            f"view {largest!r}: its change in this epoch (the driver stopped reading it at "
+            f"{received[largest][0]:,} rows), collected on the Spark driver{others}, "
+            f"needs more than {describe(2 * total)} of memory, more than {budget.text()} "
+            f"leaves ({describe(held)} of it held by arrangements and indexes): {APPLY_ADVICE}"
+        )
+
+    return check
 
 
 def check_changes(session: Session, changed: Mapping[str, str]) -> None:
@@ -253,7 +266,7 @@ __all__ = [
     "as_resource",
     "check_batches",
     "check_changes",
-    "check_collected",
+    "collecting",
     "epoch_resource",
     "held_bytes",
     "ingest_subject",

@@ -21,7 +21,11 @@ against COMMIT; ``make test-deep`` at every point (the rest are marked ``deep``)
 **ENOSPC.** In process: a trace append raising ``OSError(ENOSPC)`` fails the ingest with
 an ``IvmError`` and changes nothing (tables, views, epoch), and the next epochs are
 exact; a snapshot write raising it at close warns (``IvmWarning``), leaves no temporary
-directory, and the next open rebuilds the indexes from the traces, exact.
+directory, and the next open rebuilds the indexes from the traces, exact; a compaction
+raising it (compaction runs once the epoch has committed) rolls itself back and warns: the
+ingest returns, the epoch stands, reopened and later epochs exact.
+
+No file is left that a closed state does not hold (``state_files.assert_clean``).
 """
 
 from __future__ import annotations
@@ -37,9 +41,11 @@ from pathlib import Path
 import fault_child
 import pytest
 from soak_workload import COLUMNS, DDL, VIEWS, Oracle, check_exact
+from state_files import assert_clean, unexpected_files
 
 import ivm
 from ivm import faults
+from ivm.storage import traces
 
 pytestmark = pytest.mark.xdist_group("faults")
 """Under xdist, one worker runs the module: its module-scoped fixtures are made once."""
@@ -110,10 +116,6 @@ def sampled(points: list[str], sample: tuple[str, ...]) -> list[object]:
     return [p if p in sample else pytest.param(p, marks=pytest.mark.deep) for p in points]
 
 
-TEMPORARY = (".new-", ".tmp", ".wal")
-"""Parts of file names that mark a file as temporary: none may stay after a clean close."""
-
-
 def create_state(state: Path, views: tuple[str, ...]) -> None:
     """New state at ``state``: the soak's tables, ``views``, the first epoch; closed."""
     with ivm.connect(str(state)) as db:
@@ -128,12 +130,6 @@ def oracle_at(epoch: int) -> Oracle:
     for _ in range(epoch - 1):
         oracle.apply(drawn.next())
     return oracle
-
-
-def stray_files(state: Path) -> list[str]:
-    """Files and directories under ``state`` whose names mark them temporary."""
-    return sorted(str(p.relative_to(state)) for p in state.rglob("*")
-                  if any(part in p.name for part in TEMPORARY))
 
 
 def has_view(db: ivm.Session, name: str) -> bool:
@@ -206,9 +202,14 @@ def expected_after(point: str, finished: list[str]) -> tuple[int, bool]:
     return epoch, "create" in steps and "drop" not in steps
 
 
+SPARK_KINDS = ("spark", "task")
+"""Kinds of points on Spark mode's paths only: ``test_spark_faults`` kills at those."""
+
+
 def test_the_sample_covers_every_kind() -> None:
     assert set(SAMPLE) <= set(POINTS)
-    assert {kind(p) for p in SAMPLE} == {kind(p) for p in [*POINTS, *faults.POINTS]}
+    embedded = [p for p in faults.POINTS if kind(p) not in SPARK_KINDS]
+    assert {kind(p) for p in SAMPLE} == {kind(p) for p in [*POINTS, *embedded]}
     assert {POINTS[p][0] for p in SAMPLE} == {BEFORE, AFTER, EITHER}
 
 
@@ -241,7 +242,8 @@ def test_killed_at_a_fault_point_reopens_exact(
             db.ingest(batches)
             oracle.apply(batches)
         check_exact(db, oracle, f"two epochs after the kill at {point}", shown)
-    assert stray_files(state) == []
+        relations = [*db.tables, *db.views]
+    assert_clean(state, relations)
 
 
 @pytest.fixture
@@ -287,7 +289,7 @@ def test_a_full_disk_while_appending_to_a_trace_changes_nothing(
     with ivm.connect(str(state)) as db:
         assert db.epoch == 4
         check_exact(db, oracle, "reopened", {n: VIEWS[n] for n in DEFAULT_VIEWS})
-    assert stray_files(state) == []
+    assert_clean(state)
 
 
 @pytest.mark.parametrize("point", sampled(["snapshot.begin", "snapshot.array",
@@ -310,7 +312,7 @@ def test_a_full_disk_while_saving_a_snapshot_warns_and_loses_nothing(
     faults.disarm()
     assert any(issubclass(w.category, ivm.IvmWarning) and "No space left" in str(w.message)
                for w in caught), [str(w.message) for w in caught]
-    assert stray_files(state) == []
+    assert_clean(state)
     with ivm.connect(str(state)) as db:
         assert db.epoch == 2
         check_exact(db, oracle, f"after ENOSPC at {point}", {n: VIEWS[n] for n in DEFAULT_VIEWS})
@@ -318,6 +320,43 @@ def test_a_full_disk_while_saving_a_snapshot_warns_and_loses_nothing(
         db.ingest(batches)
         oracle.apply(batches)
         check_exact(db, oracle, "the next epoch", {n: VIEWS[n] for n in DEFAULT_VIEWS})
+
+
+@pytest.mark.parametrize("point", sampled(["compaction.begin", "compaction.commit"],
+                                           ("compaction.commit",)))
+def test_a_full_disk_while_compacting_warns_and_keeps_the_epoch(
+    tmp_path: Path, armed: None, point: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A compaction runs after its epoch committed: an error there must not say the ingest
+    # failed (it applied), and the compaction's own transaction must leave no trace.
+    state = tmp_path / "state"
+    create_state(state, DEFAULT_VIEWS)
+    monkeypatch.setattr(traces, "COMPACT_MIN_ROWS", 1)  # due after one small epoch
+    monkeypatch.setattr(traces, "COMPACT_FRACTION", 0.05)
+    drawn, oracle = fault_child.workload(1), oracle_at(1)
+    views = {n: VIEWS[n] for n in DEFAULT_VIEWS}
+    with ivm.connect(str(state)) as db:
+        faults.arm(point, "enospc")
+        batches = drawn.next()
+        with pytest.warns(ivm.IvmWarning, match="compaction failed.*No space left on device"):
+            deltas = db.ingest(batches)
+        faults.disarm()
+        oracle.apply(batches)
+        assert db.epoch == 2 and set(deltas) == set(DEFAULT_VIEWS)
+        check_exact(db, oracle, f"after ENOSPC at {point}", views)
+        batches = drawn.next()  # compacts what is still due
+        db.ingest(batches)
+        oracle.apply(batches)
+        check_exact(db, oracle, f"the epoch after ENOSPC at {point}", views)
+    with ivm.connect(str(state)) as db:
+        assert db.epoch == 3
+        check_exact(db, oracle, "reopened", views)
+        batches = drawn.next()
+        db.ingest(batches)
+        oracle.apply(batches)
+        check_exact(db, oracle, "the epoch after reopening", views)
+        relations = [*db.tables, *db.views]
+    assert_clean(state, relations)
 
 
 def test_fault_points_are_named_and_armed_only_by_name(armed: None) -> None:
@@ -332,3 +371,24 @@ def test_fault_points_are_named_and_armed_only_by_name(armed: None) -> None:
         faults.reached("operator", "join")
     faults.reached("operator", "join")  # only the second call fires
     assert {p.split(":")[0] for p in POINTS} <= set(faults.POINTS)
+
+
+def test_leftovers_in_a_closed_state_are_reported(tmp_path: Path) -> None:
+    # The whitelist itself: what a closed state holds passes, and each kind of leftover
+    # is named (else every fault test's last check could never fail).
+    kept = ["ivm.duckdb", "fence", "ivm.duckdb.memory/manifest.json", "ivm.duckdb.memory/0.npy",
+            "tables/t1-orders/table/part-00000.duckdb",
+            "views/v3-by%20region/join-0123456789ab/part-00002.duckdb"]
+    left = ["ivm.duckdb.wal", "ivm.duckdb.lock", "fence.next", "ivm.duckdb.memory.new-7/0.npy",
+            "ivm.duckdb.tmp/spill.block", "spool/abc/part-00000.arrow",
+            "tables/t1-orders/table/part-00000.duckdb.wal", "views/v4-extra/x/part-00000.duckdb"]
+    for name in [*kept, *left]:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    found = unexpected_files(tmp_path, ["orders", "by region"])
+    tops = {line.split(" ")[0] for line in found}
+    assert tops == {"ivm.duckdb.wal", "ivm.duckdb.lock", "fence.next", "ivm.duckdb.memory.new-7",
+                    "ivm.duckdb.tmp", "spool/abc", "tables/t1-orders/table/part-00000.duckdb.wal",
+                    "views/v4-extra", "views/v4-extra/x"}, found
+    (tmp_path / "tables/t2-orders/table").mkdir(parents=True)
+    assert any("a second directory of 'orders'" in line for line in unexpected_files(tmp_path))

@@ -38,9 +38,10 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import SparkSession as PySparkSession
 
+from ivm import faults
 from ivm.circuit.circuit import Circuit
 from ivm.circuit.incrementalize import incrementalize
-from ivm.errors import ExecutionError, IvmError, StateError
+from ivm.errors import ExecutionError, IvmError, ResourceError, StateError
 from ivm.execution.spark.epoch_job import TableRun, ViewRun, run_epoch
 from ivm.execution.spark.executor import SparkEpoch, translate_error
 from ivm.execution.spark.job_session import JobSession
@@ -54,20 +55,13 @@ from ivm.passes.cyclic_joins import JoinPlan
 from ivm.plan.node import Plan
 from ivm.schema import TableSchema, quote
 from ivm.storage.manifest import Manifest, TraceEntry
-from ivm.storage.partitions import (
-    partition_files,
-    roll_back_ahead,
-    stray_directories,
-    table_directory,
-    view_directory,
-    write_fence,
-)
+from ivm.storage.partitions import partition_files, table_directory, view_directory, write_fence
 from ivm.storage.sqltext import unquote
 from ivm.storage.traces import create_reader, create_trace
 from ivm.views import resources as limits
 from ivm.views.definitions import ViewDef
 from ivm.views.diagnose import named
-from ivm.views.spark import reads
+from ivm.views.spark import reads, recovery
 from ivm.views.spark.batches import prepare
 from ivm.views.spark.profiling import record_stages
 from ivm.views.spark.quiet import quiet_tasks
@@ -142,7 +136,7 @@ class SparkEngine:
         """Recover partitions a dead driver left ahead (before rebuilds run)."""
         write_fence(self.root, "opened")  # no task of an earlier session may write now
         self.recover()
-        self._remove_strays()
+        recovery.remove_strays(self)
         self.spark.dataSource.register(IvmDataSource)
 
     def opened(self) -> None:
@@ -219,6 +213,7 @@ class SparkEngine:
                 resource = limits.as_resource(translated, subject, s._budget)
                 raise resource or named(translated, name) from error
             raise
+        faults.reached("spark.backfilled")
         s._catalog.set_manifest(name, self.manifest(view))
         s._on_commit.append(lambda: self.publish(name))
 
@@ -256,6 +251,7 @@ class SparkEngine:
             fence=str(write_fence(self.root, token)),
             iteration_limit=s.iteration_limit,
             memory_limit=s._budget.limit if s._budget.explicit else None,
+            armed=faults.for_tasks(),
         )
 
     # -- epochs ------------------------------------------------------------------------------
@@ -273,8 +269,10 @@ class SparkEngine:
         ticket = self._ticket(epoch=s.epoch + 1, upsert=upsert)
         s._profile.per_operator = False
         try:
+            faults.reached("spark.epoch")
             with s._profile.phase("spark jobs"), quiet_tasks(self.spark):
                 changes = self._run_epoch(batches, ticket)
+            faults.reached("spark.collected")
             with s._profile.phase("commit"), s._transaction(ExecutionError):
                 s._advance_epoch(changes)
         except BaseException as error:
@@ -315,7 +313,9 @@ class SparkEngine:
             for v in s._views.values()
         ]
         try:
-            collected = run_epoch(epoch, tables, views)
+            collected = run_epoch(epoch, tables, views, limits.collecting(s))
+        except ResourceError:  # the driver's own limit: named already
+            raise
         except BaseException as error:
             translated = translate_error(error)
             view = failed_view(error)
@@ -326,7 +326,6 @@ class SparkEngine:
             if translated is None or isinstance(translated, StateError) or view is None:
                 raise
             raise named(translated, view) from error
-        limits.check_collected(s, collected)
         record_stages(s, self.task_times.value, collected)  # each stage's rows and time
         changed = {name: self._collect(name, change) for name, change in collected.items()}
         return {name: changed[name] for name in s._views if name in changed}
@@ -348,17 +347,7 @@ class SparkEngine:
 
     def recover(self) -> None:
         """Roll back every partition that applied an epoch the driver did not commit."""
-        for directory in (self.root / "tables", self.root / "views"):
-            for file in sorted(directory.glob("**/part-*.duckdb")):
-                roll_back_ahead(file, self.session.epoch)
-
-    def _remove_strays(self) -> None:
-        """Remove the directories of tables and views the catalog does not hold (a DDL
-        that a dead driver never committed, or a committed drop it never cleaned up)."""
-        s = self.session
-        expected = {self.directory(n) for n in [*s._tables, *s._views]}
-        for directory in stray_directories(self.root, expected):
-            shutil.rmtree(directory, ignore_errors=True)
+        recovery.recover(self)
 
     def stages_of(self, name: str) -> list[Stage]:
         """The stages of table or view ``name`` as it is now."""

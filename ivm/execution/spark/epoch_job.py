@@ -14,7 +14,9 @@ paid that per view. Here the whole epoch is one plan:
 * the views' changes come back to the driver in the one action, as one wide Arrow table:
   a tag column naming the view, then every view's wire columns (``v<k>_c<j>``, null in
   other views' rows), then the weight; a table no view reads contributes its row count,
-  so its stage runs too.
+  so its stage runs too. They arrive batch by batch (``ivm.execution.spark.collect``),
+  each weighed before it is kept: ``admit`` is told what has arrived of each view's
+  change and may refuse it (the driver's memory limit) before it is all there.
 
 Spark runs independent stages of the plan at once, as it would independent jobs.
 """
@@ -22,7 +24,7 @@ Spark runs independent stages of the plan at once, as it would independent jobs.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import reduce
 from pathlib import Path
@@ -31,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 
+from ivm.execution.spark.collect import collect_arrow
 from ivm.execution.spark.executor import SparkEpoch, padded_columns, reads, share
 from ivm.execution.spark.stages import Stage
 from ivm.execution.spark.wire import arrow_schema, wire_types
@@ -38,6 +41,9 @@ from ivm.schema import WEIGHT, Schema
 
 TAG = "__v"
 """Column of the collected table naming whose change a row is (the index of its view)."""
+
+Received = dict[str, tuple[int, int]]
+"""What has reached the driver of each view's change so far: (rows, bytes)."""
 
 
 @dataclass(frozen=True)
@@ -62,12 +68,14 @@ class ViewRun:
 
 
 def run_epoch(
-    epoch: SparkEpoch, tables: Sequence[TableRun], views: Sequence[ViewRun]
+    epoch: SparkEpoch, tables: Sequence[TableRun], views: Sequence[ViewRun],
+    admit: Callable[[Received], None] | None = None,
 ) -> dict[str, pa.Table]:
     """Apply the epoch's table batches and every view they affect, in one Spark job.
 
     Returns the change (wire columns, ``arrow_schema``) of every view the epoch ran, by
-    name.
+    name. ``admit`` is told, as each batch of them arrives and before it is kept, what
+    has arrived of each view's change; what it raises stops the job and is raised.
     """
     changed = {t.name for t in tables}
     affected = []
@@ -92,7 +100,8 @@ def run_epoch(
         epoch.changes[view.name] = change
         outputs[view.name] = change
     unread = [t.name for t in tables if not readers[t.name] and t.name in epoch.changes]
-    return _collect(epoch, [v for v in affected if v.name in outputs], outputs, unread)
+    ran = [v for v in affected if v.name in outputs]
+    return _collect(epoch, ran, outputs, unread, admit)
 
 
 def reading_order(views: Sequence[ViewRun]) -> list[ViewRun]:
@@ -117,7 +126,8 @@ def _readers(views: Sequence[ViewRun]) -> Counter[str]:
 
 
 def _collect(
-    epoch: SparkEpoch, views: list[ViewRun], outputs: dict[str, DataFrame], unread: list[str]
+    epoch: SparkEpoch, views: list[ViewRun], outputs: dict[str, DataFrame], unread: list[str],
+    admit: Callable[[Received], None] | None,
 ) -> dict[str, pa.Table]:
     """Run the epoch's one job: each view's change, tagged, in one action; each table
     that no view reads counted (so that its stage runs)."""
@@ -133,7 +143,7 @@ def _collect(
                                         f"CAST(count AS BIGINT) AS {WEIGHT}"))
     if not parts:
         return {}
-    collected = reduce(DataFrame.unionAll, parts).toArrow()
+    collected = collect_arrow(reduce(DataFrame.unionAll, parts), _weighed(views, admit))
     changes = {}
     for k, view in enumerate(views):
         rows = collected.filter(pc.equal(collected.column(TAG), k))
@@ -141,3 +151,25 @@ def _collect(
         schema = arrow_schema(view.schema)
         changes[view.name] = rows.select([*names, WEIGHT]).rename_columns(schema.names).cast(schema)
     return changes
+
+
+def _weighed(
+    views: list[ViewRun], admit: Callable[[Received], None] | None
+) -> Callable[[pa.RecordBatch], None]:
+    """What ``collect_arrow`` calls with each batch: the batch's rows and bytes added to
+    their views' (a batch's bytes shared out by rows), then ``admit`` told the totals."""
+    received: Received = {}
+
+    def weigh(batch: pa.RecordBatch) -> None:
+        if admit is None or not batch.num_rows:
+            return
+        for count in pc.value_counts(batch.column(TAG)).to_pylist():
+            tag, rows = count["values"], count["counts"]
+            if tag < 0:  # a table's row count, not a change
+                continue
+            name = views[tag].name
+            had_rows, had_bytes = received.get(name, (0, 0))
+            received[name] = (had_rows + rows, had_bytes + batch.nbytes * rows // batch.num_rows)
+        admit(received)
+
+    return weigh

@@ -23,7 +23,8 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from ivm.errors import ExecutionError, StateError
+from ivm import faults
+from ivm.errors import ExecutionError, IvmWarning, StateError
 from ivm.execution.constraints import resolve_change, upsert_sql
 from ivm.execution.embedded import DEFAULT_ITERATION_LIMIT, EpochRunner
 from ivm.execution.exact import consolidate_exact_sql
@@ -63,6 +64,7 @@ class Ticket:
     fence: str | None = None  # file holding the token of the one ingest allowed to write
     iteration_limit: int = DEFAULT_ITERATION_LIMIT  # the session's, for recursive views
     memory_limit: int | None = None  # bytes each task's DuckDB may use (None: its share)
+    armed: tuple[faults.Arming, ...] = ()  # test hook: fault points armed in tasks (ivm.faults)
 
 
 class PartitionNames:
@@ -135,10 +137,12 @@ def apply_partition(
     stage: Stage, directory: Path, bucket: int, ticket: Ticket, wide: pa.Table | None
 ) -> pa.Table:
     """Apply one epoch to partition ``bucket`` of ``stage``; returns its output change (wire)."""
+    faults.adopt(ticket.armed)
     out_schema = arrow_schema(stage.output)
     if (wide is None or wide.num_rows == 0) and not ticket.backfill:
         return out_schema.empty_table()
     file = partition_file(directory, bucket)
+    check_fence(ticket)  # before making anything: the files of a DDL a recovery removed
     file.parent.mkdir(parents=True, exist_ok=True)
     with attached_partition(file) as con:
         configure(con, ticket)
@@ -171,11 +175,14 @@ def apply_partition(
         except duckdb.Error as error:  # the operators' own statements are classified already
             raise sql_failure(error, construct=f"stage {stage.name}") from error
         output = _read_output(con, stage, out_schema)
+        faults.reached("task.applied", stage.kind)
         con.execute("COMMIT").fetchall()
+        faults.reached("task.committed", stage.kind)
         try:  # compaction changes no contents: a failure must not fail the committed epoch
             compact_due(con, {table: key for table, _, key in stage_traces(stage)})
-        except duckdb.Error as error:
-            warnings.warn(f"ivm: compaction of {file} failed, will retry: {error}", stacklevel=2)
+        except (duckdb.Error, OSError) as error:  # OSError: a full disk, say
+            warnings.warn(f"ivm: compaction of {file} failed, will retry: {error}", IvmWarning,
+                          stacklevel=2)
         return output
 
 

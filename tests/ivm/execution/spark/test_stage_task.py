@@ -24,7 +24,7 @@ from sqlglot import exp
 import ivm.storage.partitions
 import ivm.storage.traces
 from ivm.circuit.incrementalize import incrementalize
-from ivm.errors import ConstraintError, IvmError
+from ivm.errors import ConstraintError, IvmError, IvmWarning
 from ivm.execution.embedded import describe
 from ivm.execution.spark.stage_task import CONTENTS_TRACE, Ticket, apply_partition, wide_columns
 from ivm.execution.spark.stages import Stage, table_stage, view_stages
@@ -622,6 +622,46 @@ def test_a_task_of_an_ended_ingest_attempt_writes_nothing(
     with pytest.raises(IvmError, match="refused"):
         run(con, stage, tmp_path, replace(ticket(2, "B"), fence=str(fence)), [(0, ("b", 1, 1))])
     assert file_tables(tmp_path) == before
+
+
+def test_a_task_of_an_ended_attempt_makes_no_file(
+    con: duckdb.DuckDBPyConnection, tmp_path: Path
+) -> None:
+    # A task of a dead driver's CREATE VIEW, still running after a new session opened and
+    # removed the view's directory (it was never committed), must not make it again.
+    (stage,) = stages_of(con, GROUPED)
+    fence = tmp_path / "fence"
+    fence.write_text("opened")
+    directory = tmp_path / "views" / "v2-extra" / stage.name
+    orphan = Ticket(epoch=1, committed=1, token="dead", backfill=True, fence=str(fence))
+    with pytest.raises(IvmError, match="refused"):
+        apply_partition(stage, directory, 0, orphan, None)
+    assert not (tmp_path / "views").exists()
+
+
+def test_a_full_disk_at_a_partitions_compaction_warns_and_keeps_its_epoch(
+    con: duckdb.DuckDBPyConnection, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Compaction runs after the partition committed its epoch: the task still returns the
+    # epoch's change, and the trace is compacted at a later epoch.
+    from ivm import faults
+
+    monkeypatch.setattr(ivm.storage.traces, "COMPACT_MIN_ROWS", 1)
+    monkeypatch.setattr(ivm.storage.traces, "COMPACT_FRACTION", 0.05)
+    stage = table_stage(BAG)
+    run(con, stage, tmp_path, ticket(1), [(0, ("a", 1, 1)), (0, ("b", 2, 1))])
+    faults.arm("compaction.begin", "enospc")
+    try:
+        with pytest.warns(IvmWarning, match="compaction of .* failed.*No space left"):
+            out = run(con, stage, tmp_path, ticket(2), [(0, ("a", 1, -1)), (0, ("c", 3, 1))])
+    finally:
+        faults.disarm()
+    assert out == Counter({("a", 1): -1, ("c", 3): 1})
+    contents = file_tables(tmp_path)[CONTENTS_TRACE.strip('"')]
+    assert sum(row[-1] for row in contents) == 2  # b and c live; the a rows not compacted
+    run(con, stage, tmp_path, ticket(3), [(0, ("d", 4, 1))])  # due still: compacted now
+    assert sorted(file_tables(tmp_path)[CONTENTS_TRACE.strip('"')]) == [
+        ("b", 2, 1), ("c", 3, 1), ("d", 4, 1)]
 
 
 def test_a_task_gives_its_duckdb_the_sessions_memory_limit_or_its_machines_share() -> None:
