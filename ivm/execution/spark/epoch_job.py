@@ -133,7 +133,7 @@ def _collect(
                                         f"CAST(count AS BIGINT) AS {WEIGHT}"))
     if not parts:
         return {}
-    collected = reduce(DataFrame.unionAll, parts).toArrow()
+    collected = epoch.act(reduce(DataFrame.unionAll, parts).toArrow)
     changes = {}
     for k, view in enumerate(views):
         rows = collected.filter(pc.equal(collected.column(TAG), k))
