@@ -143,7 +143,8 @@ def attached_partition(file: Path) -> Iterator[duckdb.DuckDBPyConnection]:
     Starting a DuckDB database costs ≈30 ms of CPU, more than a small epoch's work in a
     partition: a Spark task applies an epoch to many partitions, so each process starts
     one in-memory database and attaches the files to it in turn. Waits for another
-    process's lock as ``open_partition`` does.
+    process's lock as ``open_partition`` does. A block that fails leaving the file without
+    a table (a new partition's first epoch refused) removes the file.
     """
     alias = f"__ivm_part_{next(_ATTACHED)}"
     con = host_cursor()
@@ -151,6 +152,9 @@ def attached_partition(file: Path) -> Iterator[duckdb.DuckDBPyConnection]:
     try:
         con.execute(f"USE {alias}").fetchall()
         yield con
+    except BaseException:
+        _discard_if_empty(con, alias, file)
+        raise
     finally:
         try:
             with suppress(duckdb.Error):  # an error may leave a transaction open: undo it
@@ -159,6 +163,21 @@ def attached_partition(file: Path) -> Iterator[duckdb.DuckDBPyConnection]:
             con.execute(f"DETACH {alias}").fetchall()
         finally:
             con.close()
+
+
+def _discard_if_empty(con: duckdb.DuckDBPyConnection, alias: str, file: Path) -> None:
+    """After a failure in ``attached_partition``'s block: if the file holds no table (its
+    first transaction rolled back, or it was made by the ATTACH), remove it, so that a
+    refused epoch leaves no file behind. The lock is still held: no other process can
+    have written it, and one waiting for it makes the file anew."""
+    with suppress(duckdb.Error):
+        con.execute("ROLLBACK").fetchall()
+    with suppress(duckdb.Error, OSError):
+        tables = fetch_first(
+            con, f"SELECT count(*) FROM duckdb_tables() WHERE database_name = {_literal(alias)}"
+        )
+        if tables is not None and tables[0] == 0:
+            file.unlink(missing_ok=True)
 
 
 def _literal(text: str) -> str:

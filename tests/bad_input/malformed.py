@@ -1,13 +1,25 @@
 """A hypothesis strategy of malformed batches: rows with values of the wrong type, missing
 and extra columns, NULL keys, keys repeated within the batch or already held, and deletes
-of rows that are not there, mixed with good rows, in any batch kind."""
+of rows that are not there, mixed with good rows, in any batch kind; and the property every
+such batch must keep (``applies_exactly_or_changes_nothing``), in either mode."""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
 from hypothesis import strategies as st
+
+import ivm
+from bad_input.unchanged import assert_views_recompute
+
+SCHEMA = """
+CREATE TABLE t (id BIGINT PRIMARY KEY, g VARCHAR NOT NULL, v INTEGER);
+CREATE VIEW by_g AS SELECT g, COUNT(*) AS n, SUM(v) AS s FROM t GROUP BY g;
+CREATE VIEW self AS SELECT a.id, b.v FROM t a JOIN t b ON a.v = b.id;
+"""
 
 COLUMNS = ("id", "g", "v")
 """The table ``t (id BIGINT PRIMARY KEY, g VARCHAR NOT NULL, v INTEGER)``."""
@@ -55,3 +67,42 @@ def malformed_batches() -> st.SearchStrategy[Any]:
     """Batches for ``t``: one to four rows (see ``rows``), as one of the batch kinds."""
     return st.builds(as_kind, st.lists(rows(), min_size=1, max_size=4),
                      st.sampled_from(["rows", "columns", "arrow"]))
+
+
+def rows_of(batch: Any) -> list[dict[str, Any]]:
+    """The rows a batch of any kind holds (a Spark DataFrame's: ``rows_of`` its Arrow)."""
+    if isinstance(batch, pa.Table):
+        return batch.to_pylist()
+    if isinstance(batch, dict):
+        return [dict(zip(batch, values, strict=True)) for values in zip(*batch.values(),
+                                                                          strict=True)]
+    if isinstance(batch, list):
+        return batch
+    return rows_of(batch.toArrow())
+
+
+def table_rows(db: Any) -> Counter[tuple[Any, ...]]:
+    """The rows ``t`` holds now, with their copies."""
+    return Counter(tuple(r[c] for c in COLUMNS) for r in db.read("t").to_pylist())
+
+
+def applies_exactly_or_changes_nothing(db: Any, batch: Any, capture: Callable[[Any], Any],
+                                       assert_unchanged: Callable[[Any, Any], Any]) -> bool:
+    """Ingest ``batch`` into ``t``: either it is refused with an ``IvmError`` (never an
+    ``InternalError``) and ``assert_unchanged(db, capture(db))`` holds, or ``t`` holds its
+    old rows plus the batch's and every view equals DuckDB's recomputation. Returns
+    whether it applied."""
+    before, held = capture(db), table_rows(db)
+    try:
+        db.ingest("t", batch)
+    except ivm.IvmError as error:
+        assert not isinstance(error, ivm.InternalError), error
+        assert_unchanged(db, before)
+        return False
+    expected = held.copy()
+    for row in rows_of(batch):
+        expected[tuple(row[c] for c in COLUMNS)] += row["__w"]
+    assert +expected == expected, "accepted a delete of a row that was not there"
+    assert table_rows(db) == +expected
+    assert_views_recompute(db)
+    return True

@@ -6,15 +6,14 @@ a state directory written by another tool is refused, untouched."""
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
-import duckdb
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import ivm
+from bad_input.foreign import WRITERS, files_under
 from bad_input.unchanged import assert_views_recompute
 from ivm.storage.partitions import MAX_NAME_BYTES, table_directory, view_directory
 
@@ -30,12 +29,6 @@ FAST = settings(max_examples=10, deadline=None, derandomize=True, database=None,
 
 def quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
-
-
-def files_under(root: Path) -> dict[str, str]:
-    """Every file under ``root`` (relative path -> digest)."""
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 @FAST
@@ -95,32 +88,7 @@ def test_names_with_nul_are_refused(sql: str) -> None:
         assert db.tables == {} and db.views == {}
 
 
-def foreign_duckdb(state: Path) -> None:
-    con = duckdb.connect(str(state / "ivm.duckdb"))
-    con.execute("CREATE TABLE sales (id INTEGER); INSERT INTO sales VALUES (1)")
-    con.close()
-
-
-def other_format(state: Path) -> None:
-    with ivm.connect(state) as db:
-        db.execute("CREATE TABLE t (a INT)")
-    con = duckdb.connect(str(state / "ivm.duckdb"))
-    con.execute("UPDATE __ivm_meta SET format = 999")
-    con.close()
-
-
-def spark_layout(state: Path) -> None:
-    (state / "tables" / "t1-sales" / "table").mkdir(parents=True)
-    (state / "tables" / "t1-sales" / "table" / "part-00000.duckdb").write_bytes(b"x" * 64)
-    (state / "fence").write_text("someone else's")
-
-
-@pytest.mark.parametrize("write", [
-    foreign_duckdb, other_format, spark_layout,
-    lambda state: (state / "ivm.duckdb").write_bytes(b"not a database\x00" * 100),
-    lambda state: (state / "ivm.duckdb.memory").mkdir(),
-], ids=["foreign-duckdb", "other-ivm-format", "spark-layout-without-catalog", "garbage",
-        "saved-indexes-without-catalog"])
+@pytest.mark.parametrize("write", list(WRITERS.values()), ids=list(WRITERS))
 def test_a_state_directory_of_another_tool_is_refused_untouched(write, tmp_path: Path) -> None:
     state = tmp_path / "state"
     state.mkdir()

@@ -22,7 +22,7 @@ import shutil
 from typing import TYPE_CHECKING
 
 from ivm.execution.spark.epoch_job import TableRun, run_epoch
-from ivm.execution.spark.executor import SparkEpoch, translate_error
+from ivm.execution.spark.executor import translate_error
 from ivm.views.resources import as_resource
 from ivm.views.spark import reads
 
@@ -42,9 +42,7 @@ def refill_table(engine: SparkEngine, name: str, files: list[str], select: str) 
     directory = engine.directory(name)
     s._on_rollback.append(lambda: shutil.rmtree(directory, ignore_errors=True))
     ticket = engine._ticket(epoch=s.epoch, backfill=True)
-    engine._jobs.sync()
-    assert engine.partitions is not None
-    epoch = SparkEpoch(engine._jobs.spark, engine.partitions, ticket, engine.failure)
+    epoch = engine._epoch(ticket)
     rows = reads.files_change(engine._jobs.spark, files, s._tables[name].schema, select)
     tables = [TableRun(name, stage, directory, rows) for stage in engine.stages_of(name)]
     try:

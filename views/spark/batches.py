@@ -19,6 +19,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from ivm.execution.spark.job_session import JobSession
 from ivm.execution.spark.spark_types import spark_struct
+from ivm.execution.spark.tasks import TaskLabel, labeled
 from ivm.execution.spark.wire import arrow_schema, conform, to_wire_sql
 from ivm.schema import TableSchema
 from ivm.storage.settings import apply
@@ -28,17 +29,20 @@ if TYPE_CHECKING:
     from ivm.views.session import Session
 
 
-def prepare(session: Session, jobs: JobSession, name: str, batch: Any) -> DataFrame | None:
+def prepare(
+    session: Session, jobs: JobSession, name: str, batch: Any, refusals: Any = None
+) -> DataFrame | None:
     """Table ``name``'s batch as a normalized change on the wire, a DataFrame of ``jobs``'
-    session (None when it has no rows)."""
+    session (None when it has no rows). A Spark DataFrame's values are normalized by its
+    tasks, which record a refusal in ``refusals`` (``ivm.execution.spark.refusals``)."""
     table, arrow = session._tables[name], session._arrow_schemas[name]
     struct = spark_struct(table.schema)
     if isinstance(batch, DataFrame):
         # Column names, change format and types are checked here, values on the executors.
         normalize_batch(to_arrow_schema(batch.schema).empty_table(), table, arrow)
-        return jobs.adopt(batch).mapInArrow(
-            functools.partial(normalize_task, table, arrow, dict(session.settings)), struct
-        )
+        task = functools.partial(normalize_task, table, arrow, dict(session.settings))
+        label = TaskLabel(name, False, refusals=refusals, order=-1)  # before any stage
+        return jobs.adopt(batch).mapInArrow(functools.partial(labeled, label, task), struct)
     change = normalize_batch(batch, table, arrow)
     if change.num_rows == 0:
         return None

@@ -45,6 +45,7 @@ from ivm.errors import ExecutionError, IvmError, ResourceError, StateError
 from ivm.execution.spark.epoch_job import TableRun, ViewRun, run_epoch
 from ivm.execution.spark.executor import SparkEpoch, translate_error
 from ivm.execution.spark.job_session import JobSession
+from ivm.execution.spark.refusals import Refusals
 from ivm.execution.spark.stage_task import Ticket, stage_traces
 from ivm.execution.spark.stages import Stage, table_stage, view_stages
 from ivm.execution.spark.tasks import FailurePoint, TaskTimes, failed_view
@@ -99,6 +100,7 @@ class SparkEngine:
         self.failure: FailurePoint | None = None  # test hook: make chosen tasks fail
         # Stage tasks add their seconds and rows here, by stage (``views.spark.profiling``).
         self.task_times = spark.sparkContext.accumulator({}, TaskTimes())
+        self.refusals = spark.sparkContext.accumulator([], Refusals())  # tasks' (refusals)
         # Stages by the circuit (or table schema) object they were cut from: a view
         # replaced or a DDL rolled back leaves a stale entry, never a wrong one.
         self._stages: dict[int, tuple[object, list[Stage]]] = {}
@@ -197,15 +199,13 @@ class SparkEngine:
             shutil.rmtree(directory, ignore_errors=True)
         s._on_rollback.append(lambda: shutil.rmtree(directory, ignore_errors=True))
         ticket = self._ticket(epoch=s.epoch, backfill=True)
-        self._jobs.sync()
-        assert self.partitions is not None
-        epoch = SparkEpoch(self._jobs.spark, self.partitions, ticket, self.failure)
+        epoch = self._epoch(ticket)
         for source in view.sources:
             epoch.changes[source] = reads.live_change(self, self._jobs.spark, source)
         try:
             output = epoch.run_view(directory, self.stages_of(name), name)
             if output is not None:  # run every stage, without bringing the rows to the driver
-                output.write.format("noop").mode("overwrite").save()
+                epoch.act(output.write.format("noop").mode("overwrite").save)
         except BaseException as error:
             translated = translate_error(error)
             if translated is not None:
@@ -256,11 +256,18 @@ class SparkEngine:
 
     # -- epochs ------------------------------------------------------------------------------
 
+    def _epoch(self, ticket: Ticket, times: Any = None) -> SparkEpoch:
+        """A new epoch (or backfill) on ivm's Spark session, synced; tasks' refusals kept."""
+        self._jobs.sync()
+        partitions = self.partitions or 1  # settled by check_mode
+        return SparkEpoch(self._jobs.spark, partitions, ticket, self.failure, times,
+                          self.refusals)
+
     def prepare(self, name: str, batch: Any) -> DataFrame | None:
         """The batch as a normalized change on the wire (None when it has no rows); an
         Arrow batch, on the driver, is checked against the memory limit first."""
         limits.check_batches(self.session, {name: batch})
-        return prepare(self.session, self._jobs, name, batch)
+        return prepare(self.session, self._jobs, name, batch, self.refusals)
 
     def commit_epoch(self, batches: dict[str, Any], upsert: bool) -> dict[str, str]:
         """Run the epoch on Spark, then commit it on the driver; a failure rolls back every
@@ -296,11 +303,7 @@ class SparkEngine:
         """Run the epoch as one Spark job; returns the changed views' changes (temp tables)."""
         s = self.session
         self.task_times.value = {}
-        self._jobs.sync()
-        assert self.partitions is not None
-        epoch = SparkEpoch(
-            self._jobs.spark, self.partitions, ticket, self.failure, self.task_times
-        )
+        epoch = self._epoch(ticket, self.task_times)
         tables = [
             TableRun(name, stage, self.directory(name), frame)
             for name, frame in frames.items()

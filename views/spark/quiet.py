@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ivm.execution.spark.refusals import TaskRefused
+
 LOGGERS = (
     "org.apache.spark.executor.Executor",
     "org.apache.spark.scheduler.TaskSetManager",
@@ -38,12 +40,24 @@ def quiet_tasks(spark: Any) -> Iterator[None]:
         return
     try:
         yield
-    except BaseException:
-        _settle(spark)  # the failed job's other tasks are being killed: let them end quietly
+    except BaseException as error:
+        if not _ran_to_its_end(error):
+            _settle(spark)  # the failed job's other tasks are being killed: let them end quietly
         raise
     finally:
         for name, level in saved.items():
             configurator.setLevel(name, level)
+
+
+def _ran_to_its_end(error: BaseException) -> bool:
+    """Whether ``error`` is (or was raised from) a refusal its tasks recorded in a job that
+    ran to its end (``ivm.execution.spark.refusals``): no task was killed."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, TaskRefused):
+            return seen.__cause__ is None
+        seen = seen.__cause__
+    return False
 
 
 def _settle(spark: Any, seconds: float = 5.0) -> None:

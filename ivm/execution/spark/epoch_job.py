@@ -143,7 +143,8 @@ def _collect(
                                         f"CAST(count AS BIGINT) AS {WEIGHT}"))
     if not parts:
         return {}
-    collected = collect_arrow(reduce(DataFrame.unionAll, parts), _weighed(views, admit))
+    frame = reduce(DataFrame.unionAll, parts)
+    collected = epoch.act(lambda: collect_arrow(frame, _weighed(views, admit)))
     changes = {}
     for k, view in enumerate(views):
         rows = collected.filter(pc.equal(collected.column(TAG), k))

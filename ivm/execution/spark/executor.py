@@ -27,10 +27,13 @@ join land in the same partition whatever their numeric types.
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 import struct
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import mmh3
 from py4j.protocol import Py4JJavaError
@@ -41,6 +44,7 @@ from pyspark.sql import functions as F
 
 from ivm import errors
 from ivm.execution.failures import NOT_IVMS_FAULT, duckdb_text, internal_message
+from ivm.execution.spark.refusals import Refusal, TaskRefused, first_refusal
 from ivm.execution.spark.spark_types import spark_struct
 from ivm.execution.spark.stage_task import Ticket
 from ivm.execution.spark.stages import Stage, linear_sql
@@ -62,6 +66,8 @@ from ivm.schema import WEIGHT, Schema
 SPARK_HASH_SEED = 42
 """The seed of Spark's ``hash`` and of its hash partitioning."""
 
+T = TypeVar("T")
+
 
 class SparkEpoch:
     """One epoch (or one view's backfill) on Spark: runs stages, keeps each relation's change."""
@@ -73,13 +79,45 @@ class SparkEpoch:
         ticket: Ticket,
         failure: FailurePoint | None = None,
         times: Accumulator[dict[StageKey, StageCounts]] | None = None,
+        refusals: Accumulator[list[Refusal]] | None = None,
     ) -> None:
         self.spark = spark
         self.partitions = partitions
         self.ticket = ticket
         self.failure = failure
         self.times = times  # each stage task adds its seconds and rows here, by stage
+        # Tasks refusing the data record it here (``refusals``), the stage's place in the
+        # plan beside it; None: they fail, as any task failure.
+        self.refusals = refusals
+        if refusals is not None:
+            refusals.value = []
+        self._order = itertools.count()
         self.changes: dict[str, DataFrame] = {}  # table or view name -> its change (wire)
+
+    def label(self, relation: str, view: bool, stage: str = "") -> TaskLabel:
+        """The label of a task working for ``relation`` (a view's, if ``view``), its place
+        in the plan after every stage labelled before it."""
+        return TaskLabel(relation, view, self.times if stage else None, stage, self.refusals,
+                         next(self._order))
+
+    def act(self, action: Callable[[], T]) -> T:
+        """Run ``action`` (a Spark action over this epoch's plan); if a task refused the
+        data, raise ``TaskRefused`` (also when the action failed: the refusal came first)."""
+        try:
+            result = action()
+        except BaseException as error:
+            refused = self.refused()
+            if refused is not None:
+                raise refused from error
+            raise
+        refused = self.refused()
+        if refused is not None:
+            raise refused
+        return result
+
+    def refused(self) -> TaskRefused | None:
+        """The refusal of this epoch's tasks so far (the earliest stage's), if any."""
+        return first_refusal(self.refusals.value) if self.refusals is not None else None
 
     def run_stage(
         self,
@@ -107,7 +145,7 @@ class SparkEpoch:
             )
         else:
             wide = wide.repartition(1)
-        label = TaskLabel(*owner, self.times, stage.name) if owner is not None else None
+        label = self.label(*owner, stage.name) if owner is not None else None
         apply = functools.partial(applied, stage, str(directory), self.ticket, self.failure)
         task = functools.partial(labeled, label, apply)
         output = wide.mapInArrow(task, spark_struct(stage.output))
@@ -193,7 +231,7 @@ class SparkEpoch:
             return None
         sql = linear_sql(chain, "SELECT * FROM __ivm_leaf")
         linear = functools.partial(linear_task, sql, leaf.schema, op.schema, self.ticket)
-        task = functools.partial(labeled, TaskLabel(view, view=True), linear)
+        task = functools.partial(labeled, self.label(view, True), linear)
         return source.mapInArrow(task, spark_struct(op.schema))
 
     def _wide(self, stage: Stage, inputs: list[DataFrame | None]) -> DataFrame | None:
@@ -317,11 +355,14 @@ _JVM = ("java.", "org.", "py4j.", "pyspark.", "scala.")
 def translate_error(error: BaseException) -> errors.IvmError | None:
     """The ``IvmError`` a failed Spark job stands for, or None if it is not a Spark error.
 
+    A refusal the tasks recorded (``TaskRefused``) is its error.
     An ``IvmError`` a task raised comes back as itself. A Python exception a task raised
     is ivm's fault (``InternalError``) unless it is DuckDB objecting to a value or to
     the machine (``ivm.execution.failures``); so is Spark failing to analyze or parse
     the SQL ivm gave it. Spark's own failures (a lost executor…) are ``ExecutionError``.
     """
+    if isinstance(error, TaskRefused):
+        return error.error
     if not isinstance(error, (PySparkException, Py4JJavaError)):
         return None
     text = str(error)

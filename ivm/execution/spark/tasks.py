@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 from pyspark import TaskContext
 from pyspark.accumulators import Accumulator, AccumulatorParam
 
+from ivm.execution.spark.refusals import Refusal, TaskRefused, is_refusal, refusal
 from ivm.execution.spark.stage_task import Ticket, apply_partition, configure, constant_change
 from ivm.execution.spark.stages import Stage
 from ivm.execution.spark.wire import arrow_schema, conform, from_wire_sql, to_wire_sql
@@ -95,12 +96,16 @@ class TaskTimes(AccumulatorParam):
 @dataclass(frozen=True)
 class TaskLabel:
     """Whose stage a task runs (a table's or a view's): a view is named in its errors, and
-    each task adds its seconds and the rows it emitted to ``times``, under ``stage``."""
+    each task adds its seconds and the rows it emitted to ``times``, under ``stage``. A
+    task refusing the data records it in ``refusals`` (``ivm.execution.spark.refusals``)
+    and ends, instead of failing: ``order`` is its stage's place in the epoch's plan."""
 
     relation: str
     view: bool
     times: Accumulator[dict[StageKey, StageCounts]] | None = None
     stage: str = ""
+    refusals: Accumulator[list[Refusal]] | None = None
+    order: int = 0
 
     def note(self) -> str:
         """The line a failing task adds to its exception (read back by ``failed_view``)."""
@@ -112,7 +117,10 @@ _VIEW_NOTE_LINE = re.compile(rf"^{_VIEW_NOTE} (\".*\")$", re.MULTILINE)
 
 
 def failed_view(error: BaseException) -> str | None:
-    """The view whose stage task raised ``error`` (a failed Spark job), if a task said so."""
+    """The view whose stage task raised ``error`` (a failed Spark job, or a refusal), if a
+    task said so."""
+    if isinstance(error, TaskRefused):
+        return error.view
     match = _VIEW_NOTE_LINE.search(str(error))
     return json.loads(match[1]) if match else None
 
@@ -124,13 +132,19 @@ def labeled(
 ) -> Iterator[pa.RecordBatch]:
     """Run ``task`` on ``batches`` as the task of ``label``'s table or view: a view's task
     names it in its errors; the task's seconds and the rows it emitted are added to
-    ``label.times`` (one addition per task: negligible beside the task's round trip)."""
+    ``label.times`` (one addition per task: negligible beside the task's round trip). A
+    refusal of the data goes to ``label.refusals``, and the task ends: Spark would only
+    retry it to meet the same refusal."""
     start, rows = time.perf_counter(), 0
     try:
         for batch in task(batches):
             rows += batch.num_rows
             yield batch
     except Exception as error:
+        if label is not None and label.refusals is not None and is_refusal(error):
+            view = label.relation if label.view else None
+            label.refusals.add([refusal(error, label.order, view)])
+            return
         if label is not None and label.view:
             error.add_note(label.note())
         raise
