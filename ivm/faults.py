@@ -18,8 +18,8 @@ arming of the bare name or of ``name:detail``.
 **Spark tasks.** A Spark task runs in a Python worker that the JVM starts, not in the
 process that armed a point, so an arming there never reaches it. ``arm_tasks`` arms a
 point in the tasks instead: the Spark driver ships ``for_tasks()`` inside every task's
-``Ticket`` (``ivm.execution.spark.stage_task``), and each task ``adopt``s it before it
-works (a worker reused for several tasks arms afresh for each, so ``at`` counts one
+``Ticket`` (its ``armed``, ``ivm.execution.spark.stage_task``), and each task ``adopt``s it
+before it works (a worker reused for several tasks arms afresh for each, so ``at`` counts one
 task's calls). ``once=`` names a file: the point fires only in the process that creates
 it (``O_CREAT | O_EXCL``, its process id written in it), so of all the tasks and their
 retries that share the path exactly one dies, and a test reads there that it did::

@@ -50,9 +50,10 @@ def _names(classes: tuple[type[BaseException], ...]) -> frozenset[str]:
     return frozenset(found)
 
 
-NOT_IVMS_FAULT = _names(DATA_ERRORS + RESOURCE_ERRORS)
-"""The class names of both, every subclass included: how a Spark task's failure, which
-arrives as text, is told apart."""
+NOT_IVMS_FAULT = _names(DATA_ERRORS + RESOURCE_ERRORS) | {"OSError"}
+"""The class names of both, every subclass included, and Python's bare ``OSError`` (what a
+write to a full disk raises, ``errno.ENOSPC``; its subclasses, a missing file say, may be
+ivm's): how a Spark task's failure, which arrives as text, is told apart."""
 
 _GENERATED = re.compile(r"\n\s*\n?\s*LINE \d+:.*", re.DOTALL)
 

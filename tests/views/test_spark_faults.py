@@ -294,3 +294,32 @@ def test_a_task_killed_after_committing_its_partition_applies_once(
         relations = [*db.tables, *db.views]
     assert_clean(state, relations)
 
+
+@pytest.mark.parametrize("once", sampled([False, True], (False,)))
+def test_a_full_disk_in_a_task_fails_the_ingest_cleanly(
+    once: bool, spark: Any, base_state: Path, tmp_path: Path, armed: None
+) -> None:
+    # ENOSPC as a task writes its partition: on every attempt, the ingest fails with an
+    # ExecutionError (the machine's, not ivm's bug) and nothing changes; once only (a
+    # disk with room again when Spark retries), the epoch applies once.
+    state = tmp_path / "state"
+    shutil.copytree(base_state, state)
+    drawn, oracle = fault_child.workload(1), oracle_at(1)
+    with ivm.connect(state, spark=spark) as db:
+        batches = drawn.next()
+        faults.arm_tasks("task.applied:join", "enospc", once=tmp_path / "full" if once else None)
+        if once:
+            ingest(db, oracle, batches)
+        else:
+            with pytest.raises(ivm.ExecutionError, match="No space left on device") as raised:
+                db.ingest(batches_of(batches))
+            assert not isinstance(raised.value, ivm.InternalError), raised.value
+            assert db.epoch == 1 and max(partition_epochs(state)) == 1
+            check_exact(db, oracle, "after ENOSPC in every attempt", {VIEW: VIEWS[VIEW]})
+            faults.disarm()
+            ingest(db, oracle, batches)  # the same batch, the disk with room again
+        faults.disarm()
+        assert db.epoch == 2
+        check_exact(db, oracle, "after ENOSPC in a task", {VIEW: VIEWS[VIEW]})
+        relations = [*db.tables, *db.views]
+    assert_clean(state, relations)

@@ -17,7 +17,8 @@ An ingest is one epoch:
 Each task carries the epoch, the last committed epoch and a token naming this ingest
 attempt: a task Spark retries re-emits what its first attempt stored, and a partition
 that applied an epoch which was never committed rolls it back (right away when the
-ingest fails, when the session opens, and at the latest when a task next touches it).
+ingest fails, when the session opens, and at the latest when a task next touches it:
+``ivm.views.spark.recovery``).
 
 The session (``views.session``) holds the catalog and this engine, which implements
 ``views.engine.Engine`` for Spark. Each table and view is registered in the Spark SQL
