@@ -14,105 +14,19 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
+from concurrency_helpers import CONSISTENT, DDL, ROWS, Readers, committed_epoch, epoch_batch
 from oracle.settings import shortened
 from oracle.spark import SPARK_PARTITIONS
 
 import ivm
 from ivm.storage.state_lock import lock_path
 
-ROWS = 40
 EPOCHS = shortened(200)  # 100 in make test, 200 in the deep profile
-DDL = """
-    CREATE TABLE t (id BIGINT PRIMARY KEY, k BIGINT);
-    CREATE VIEW totals AS SELECT COUNT(*) AS n, SUM(k) AS total, SUM(k * k) AS squares FROM t;
-    CREATE VIEW by_k AS SELECT k, COUNT(*) AS n FROM t GROUP BY k;
-"""
-CONSISTENT = """
-    SELECT (SELECT COUNT(*) FROM t) AS rows, (SELECT SUM(k) FROM t) AS sum_k,
-           (SELECT MIN(k) FROM t) AS lo, (SELECT MAX(k) FROM t) AS hi,
-           (SELECT total FROM totals) AS total, (SELECT squares FROM totals) AS squares,
-           (SELECT n FROM totals) AS n, (SELECT list(n) FROM by_k) AS groups
-"""
-"""One statement over a table and its views: one snapshot of all three."""
-
-
-def epoch_batch(epoch: int) -> pa.Table:
-    """Epoch ``epoch``'s change: every row's k goes from ``epoch - 1`` to ``epoch``. After
-    it commits, t holds ROWS rows of k = epoch, and each view agrees."""
-    ids = list(range(ROWS))
-    if epoch == 1:
-        return pa.table({"id": ids, "k": [1] * ROWS, "__w": [1] * ROWS})
-    return pa.table({"id": ids * 2, "k": [epoch - 1] * ROWS + [epoch] * ROWS,
-                     "__w": [-1] * ROWS + [1] * ROWS})
-
-
-def committed_epoch(read: dict[str, Any]) -> int:
-    """The epoch the one-statement read ``CONSISTENT`` shows; fails on a half-applied one."""
-    epoch = read["lo"]
-    assert read["rows"] == ROWS and read["hi"] == epoch, read  # t: one whole epoch
-    assert read["sum_k"] == read["total"] == ROWS * epoch, read  # totals agrees with t
-    assert read["squares"] == ROWS * epoch**2 and read["n"] == ROWS, read
-    assert read["groups"] == [ROWS], read  # and by_k
-    return int(epoch)
-
-
-class Readers:
-    """Threads reading ``db`` in a loop until stopped, each checking every read."""
-
-    def __init__(self, db: ivm.Session) -> None:
-        self.db = db
-        self.stop = threading.Event()
-        self.errors: list[BaseException] = []
-        self.seen: dict[str, list[int]] = {}
-        self.threads = [threading.Thread(target=self._loop, args=(name, read), daemon=True)
-                        for name, read in (("sql", self._sql), ("read", self._read))]
-
-    def _sql(self) -> int:
-        return committed_epoch(self.db.sql(CONSISTENT).to_pylist()[0])
-
-    def _read(self) -> int:
-        (row,) = self.db.read("totals").to_pylist()
-        epoch = row["total"] // ROWS  # n copies of one k: n·k, n·k² (and n·Σk² = (Σk)² so)
-        assert row["n"] == ROWS and row["total"] == ROWS * epoch, row
-        assert row["squares"] == ROWS * epoch**2, row
-        return int(epoch)
-
-    def _loop(self, name: str, read: Callable[[], int]) -> None:
-        seen = self.seen.setdefault(name, [])
-        try:
-            while not self.stop.is_set():
-                seen.append(read())
-                time.sleep(0.01)  # the ingest thread gets the interpreter and cores too
-        except BaseException as error:  # noqa: BLE001 - reported by check()
-            self.errors.append(error)
-
-    def start(self) -> None:
-        for thread in self.threads:
-            thread.start()
-
-    def wait_for_reads(self, counts: dict[str, int]) -> None:
-        """Until every reader read again since ``counts`` (or failed)."""
-        deadline = time.monotonic() + 60
-        while not self.errors and time.monotonic() < deadline and any(
-            len(self.seen.get(n, [])) <= counts.get(n, 0) for n in ("sql", "read")
-        ):
-            time.sleep(0.001)
-
-    def check(self, last: int) -> None:
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(timeout=60)
-        assert not self.errors, self.errors[0]
-        for name, epochs in self.seen.items():
-            assert epochs == sorted(epochs), f"{name}: an older epoch after a newer one"
-            assert set(epochs) <= set(range(1, last + 1)), name
-            assert len(set(epochs)) > 1, f"{name} read during one epoch only"
 
 
 def test_readers_on_other_threads_see_only_committed_epochs(tmp_path: Path) -> None:
