@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -140,6 +141,13 @@ class Loops:
             thread.start()
         return self
 
+    def wait_for(self, name: str, outcome: Any, timeout: float = 60) -> None:
+        """Until thread ``name`` has had ``outcome`` (or failed, or ``timeout`` passed)."""
+        deadline = time.monotonic() + timeout
+        while (outcome not in self.outcomes[name] and not self.errors
+               and time.monotonic() < deadline):
+            time.sleep(0.005)
+
     def check(self, timeout: float = 60) -> dict[str, list[Any]]:
         """Stop every thread (each must end within ``timeout``: none hangs), fail on an
         error; returns every thread's outcomes."""
@@ -151,3 +159,62 @@ class Loops:
             name, error = self.errors[0]
             raise AssertionError(f"{name}: {type(error).__name__}: {error}") from error
         return self.outcomes
+
+
+def absent(error: ivm.SqlError) -> bool:
+    """Whether ``error`` says a view is not there (not created yet, or dropped)."""
+    return "no table or view named" in str(error) or "no view named" in str(error)
+
+
+class Checks:
+    """The calls reader threads make during DDL, each checking what it read."""
+
+    SUBSCRIPTIONS = 60
+    """The most subscriptions ``subscribe`` makes."""
+
+    def __init__(self, db: ivm.Session) -> None:
+        self.db = db
+        self.feeds: list[tuple[Any, list[tuple[int, pa.Table]]]] = []
+
+    def sql(self) -> int:
+        return committed_epoch(self.db.sql(CONSISTENT).to_pylist()[0])
+
+    def long(self) -> int:
+        """A read that takes a while (so that a close meets it in flight)."""
+        return int(self.db.sql("SELECT sum(i) AS s FROM range(2000000) t(i)")["s"][0].as_py())
+
+    def table(self) -> int:
+        read = self.db.read("t")
+        assert read.column_names in (["id", "k"], ["id", "k", "z"]), read.column_names
+        ks = set(read.column("k").to_pylist())
+        assert read.num_rows == ROWS and len(ks) == 1, (read.num_rows, ks)
+        return int(ks.pop())
+
+    def extra(self) -> str:
+        try:
+            rows = self.db.read("extra").to_pylist()
+        except ivm.SqlError as error:
+            assert absent(error), error
+            return "absent"
+        assert len(rows) == 1 and rows[0]["n"] == ROWS, rows
+        return "present"
+
+    def subscribe(self, view: str = "extra") -> str:
+        if len(self.feeds) >= self.SUBSCRIPTIONS:
+            return "enough"
+        feed: list[tuple[int, pa.Table]] = []
+        try:
+            subscription = self.db.subscribe(view, lambda e, d: feed.append((e, d)))
+        except ivm.SqlError as error:
+            assert absent(error), error
+            return "absent"
+        self.feeds.append((subscription, feed))
+        return "subscribed"
+
+
+def feed_contents(feed: list[tuple[int, pa.Table]]) -> Counter[tuple[Any, ...]]:
+    contents: Counter[tuple[Any, ...]] = Counter()
+    for _, delta in feed:
+        for row in delta.to_pylist():
+            contents[(row["k"], row["n"])] += row["__w"]
+    return +contents

@@ -14,12 +14,23 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
-from concurrency_helpers import CONSISTENT, DDL, ROWS, Readers, committed_epoch, epoch_batch
+from concurrency_helpers import (
+    CONSISTENT,
+    DDL,
+    ROWS,
+    Checks,
+    Loops,
+    Readers,
+    committed_epoch,
+    epoch_batch,
+    feed_contents,
+)
 from oracle.settings import shortened
 from oracle.spark import SPARK_PARTITIONS
 
@@ -173,21 +184,70 @@ def test_a_killed_holder_leaves_the_state_free(tmp_path: Path) -> None:
 
 # -- Spark mode -------------------------------------------------------------------------------
 
-SPARK_EPOCHS = 6
+SPARK_EPOCHS = 5
 
 
-def test_spark_readers_wait_for_the_epoch_in_flight(spark: Any, tmp_path: Path) -> None:
+def waiting_read(db: ivm.Session, name: str, call: Callable[[], Any]) -> Any:
+    """What ``db.read(name)`` on another thread gets when it waits for the session (held
+    here) while ``call`` runs (a DDL dropping it, a close): Spark-mode reads take turns."""
+    got: list[Any] = []
+
+    def read() -> None:
+        try:
+            got.append(db.read(name))
+        except ivm.IvmError as error:
+            got.append(error)
+
+    reader = threading.Thread(target=read)
+    with db._lock:
+        reader.start()
+        time.sleep(0.3)  # it passed the checks made before its turn, and waits
+        call()
+    reader.join(timeout=60)
+    return got[0]
+
+
+def test_spark_readers_and_subscribers_see_committed_state(spark: Any, tmp_path: Path) -> None:
     """A Spark epoch's tasks write the partition files before the driver commits: reads
-    wait for it, and see only committed epochs."""
+    wait for it, and see only committed epochs; subscriptions made on another thread hear
+    every later epoch once; during a CREATE VIEW (filled on Spark) and a DROP VIEW reads see
+    the view whole or not at all; reads racing ``close()`` end in ``StateError``."""
     with ivm.connect(tmp_path / "state", spark=spark, partitions=SPARK_PARTITIONS) as db:
         db.execute(DDL)
         db.ingest("t", epoch_batch(1))
-        readers = Readers(db)
+        readers, checks = Readers(db), Checks(db)
+        checks.SUBSCRIPTIONS = 8
         readers.start()
-        for epoch in range(2, SPARK_EPOCHS + 1):
+        subscribing = Loops({"subscribe": lambda: checks.subscribe("by_k")}).start()
+        for epoch in range(2, SPARK_EPOCHS):
             readers.wait_for_reads({n: len(s) for n, s in readers.seen.items()})
             db.ingest("t", epoch_batch(epoch))
-        readers.check(SPARK_EPOCHS)
+        readers.check(SPARK_EPOCHS - 1)
+        subscribing.check()
+        ddl = Loops({"sql": checks.sql, "table": checks.table, "extra": checks.extra}).start()
+        db.execute("CREATE VIEW extra AS SELECT k, COUNT(*) AS n FROM t GROUP BY k")
+        db.ingest("t", epoch_batch(SPARK_EPOCHS))
+        ddl.wait_for("extra", "present")  # a read gets its turn between two calls
+        dropped = waiting_read(db, "extra", lambda: db.execute("DROP VIEW extra"))
+        outcomes = ddl.check()
+        with pytest.warns(ivm.IvmWarning, match="dropped"):  # the subscriptions end
+            db.execute("DROP VIEW by_k")
+        closing = Loops({"table": checks.table, "totals": lambda: db.read("totals")},
+                        ends=(ivm.StateError,))
+        closing.start()
+        closed = waiting_read(db, "totals", db.close)
+    ended = closing.check()
+    assert isinstance(dropped, ivm.SqlError) and "no table or view named" in str(dropped)
+    assert isinstance(closed, ivm.StateError) and "closed" in str(closed)
+    assert {"absent", "present"} <= set(outcomes["extra"]), Counter(outcomes["extra"])
+    assert outcomes["sql"] == sorted(outcomes["sql"]) and outcomes["sql"][-1] == SPARK_EPOCHS
+    assert all(isinstance(seen[-1], ivm.StateError) for seen in ended.values()), ended
+    assert len(checks.feeds) > 1
+    for subscription, feed in checks.feeds:
+        epochs = [e for e, _ in feed]
+        assert epochs == list(range(epochs[0], SPARK_EPOCHS + 1)), epochs  # each once
+        assert feed_contents(feed) == Counter({(SPARK_EPOCHS, ROWS): 1})
+        assert subscription.ended == "the view was dropped"
 
 
 def test_a_second_process_is_refused_spark_held_state(spark: Any, tmp_path: Path) -> None:

@@ -17,7 +17,16 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from concurrency_helpers import CONSISTENT, DDL, ROWS, Loops, committed_epoch, epoch_batch
+from concurrency_helpers import (
+    CONSISTENT,
+    DDL,
+    ROWS,
+    Checks,
+    Loops,
+    committed_epoch,
+    epoch_batch,
+    feed_contents,
+)
 
 import ivm
 import ivm.storage.traces
@@ -37,71 +46,15 @@ def big_batch() -> pa.Table:
                      "g": pa.array([i % GROUPS for i in range(BIG)], pa.int64())})
 
 
-def absent(error: ivm.SqlError) -> bool:
-    """Whether ``error`` says a view is not there (not created yet, or dropped)."""
-    return "no table or view named" in str(error) or "no view named" in str(error)
-
-
-class Checks:
-    """The calls reader threads make during DDL, each checking what it read."""
-
-    SUBSCRIPTIONS = 60
-
-    def __init__(self, db: ivm.Session) -> None:
-        self.db = db
-        self.feeds: list[tuple[Any, list[tuple[int, pa.Table]]]] = []
-
-    def sql(self) -> int:
-        return committed_epoch(self.db.sql(CONSISTENT).to_pylist()[0])
-
-    def long(self) -> int:
-        """A read that takes a while (so that a close meets it in flight)."""
-        return int(self.db.sql("SELECT sum(i) AS s FROM range(2000000) t(i)")["s"][0].as_py())
-
-    def table(self) -> int:
-        read = self.db.read("t")
-        assert read.column_names in (["id", "k"], ["id", "k", "z"]), read.column_names
-        ks = set(read.column("k").to_pylist())
-        assert read.num_rows == ROWS and len(ks) == 1, (read.num_rows, ks)
-        return int(ks.pop())
-
-    def extra(self) -> str:
-        try:
-            rows = self.db.read("extra").to_pylist()
-        except ivm.SqlError as error:
-            assert absent(error), error
-            return "absent"
-        assert len(rows) == 1 and rows[0]["n"] == ROWS, rows
-        return "present"
-
-    def big_g(self) -> str:
-        try:
-            read = self.db.sql("SELECT g, n, s FROM big_g ORDER BY g").to_pylist()
-        except ivm.SqlError as error:
-            assert "big_g" in str(error), error
-            return "absent"
-        assert [(r["g"], r["n"], r["s"]) for r in read] == BIG_G
-        return "present"
-
-    def subscribe(self) -> str:
-        if len(self.feeds) >= self.SUBSCRIPTIONS:
-            return "enough"
-        feed: list[tuple[int, pa.Table]] = []
-        try:
-            subscription = self.db.subscribe("extra", lambda e, d: feed.append((e, d)))
-        except ivm.SqlError as error:
-            assert absent(error), error
-            return "absent"
-        self.feeds.append((subscription, feed))
-        return "subscribed"
-
-
-def feed_contents(feed: list[tuple[int, pa.Table]]) -> Counter[tuple[Any, ...]]:
-    contents: Counter[tuple[Any, ...]] = Counter()
-    for _, delta in feed:
-        for row in delta.to_pylist():
-            contents[(row["k"], row["n"])] += row["__w"]
-    return +contents
+def big_g(db: ivm.Session) -> str:
+    """``big_g``'s rows, all of them (as ``BIG_G``), or its absence."""
+    try:
+        read = db.sql("SELECT g, n, s FROM big_g ORDER BY g").to_pylist()
+    except ivm.SqlError as error:
+        assert "big_g" in str(error), error
+        return "absent"
+    assert [(r["g"], r["n"], r["s"]) for r in read] == BIG_G
+    return "present"
 
 
 def test_readers_and_subscribers_during_ddl(tmp_path: Path) -> None:
@@ -110,7 +63,7 @@ def test_readers_and_subscribers_during_ddl(tmp_path: Path) -> None:
         db.ingest({"t": epoch_batch(1), "big": big_batch()})
         checks = Checks(db)
         loops = Loops({"sql": checks.sql, "table": checks.table, "extra": checks.extra,
-                       "big_g": checks.big_g, "subscribe": checks.subscribe}).start()
+                       "big_g": lambda: big_g(db), "subscribe": checks.subscribe}).start()
         epoch, rounds = 1, []
         with pytest.warns(ivm.IvmWarning, match="ended: the view was dropped"):
             for _ in range(3):
