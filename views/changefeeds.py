@@ -6,7 +6,11 @@ as a delta (every row with its count as ``__w``, at the current epoch), then
 after every committed epoch with that epoch's delta of the view (possibly
 empty). Callbacks run after the commit: one that raises never undoes the epoch;
 its failure is reported with an ``IvmWarning`` and kept in the subscription's
-``failures``, and the subscription goes on.
+``failures``, and the subscription goes on. A DDL that drops its view, or replaces or
+refills it with other contents (a new definition, a view it reads replaced), ends the
+subscription once it commits, with an ``IvmWarning`` (``Subscription.ended`` says why):
+the deltas that followed would no longer add up to the view. A view refilled with the
+same columns and contents (the views over a table gaining a column) keeps its subscribers.
 
 ``db.changelog(view, retain=N)`` makes the view keep its deltas of the last N
 epochs in the state (``__ivm_log_<view>``), written in the epoch's own
@@ -22,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import duckdb
 import pyarrow as pa
 
 from ivm.errors import EpochError, IvmError, IvmWarning, SqlError
@@ -49,10 +54,19 @@ class Subscription:
     failures: list[tuple[int, BaseException]] = field(default_factory=list)
     """(epoch, exception) of every call that raised."""
     active: bool = True
+    ended: str | None = None
+    """Why a DDL ended the subscription (None while it lasts, or once cancelled)."""
 
     def cancel(self) -> None:
         """Stop calling the callback."""
         self.active = False
+
+    def end(self, reason: str) -> None:
+        """Stop, because the view's deltas no longer add up to it (``reason``), warning."""
+        self.active, self.ended = False, reason
+        warnings.warn(f"ivm: the subscription to view {self.view!r} ended: {reason}; its "
+                      "deltas would no longer add up to the view (subscribe again)",
+                      IvmWarning, stacklevel=2)
 
     def deliver(self, epoch: int, delta: pa.Table) -> None:
         """Call the callback; a failure is reported, kept, and goes no further."""
@@ -70,6 +84,23 @@ class Subscription:
             )
 
 
+def same_rows(con: duckdb.DuckDBPyConnection, one: pa.Table, other: pa.Table) -> bool:
+    """Whether two tables have the same columns and the same rows, copies counted."""
+    if not one.schema.equals(other.schema):
+        return False
+    cursor = con.cursor()  # its own: what the session's connection has registered stays
+    try:
+        cursor.register("__ivm_one", one)
+        cursor.register("__ivm_other", other)
+        differing = cursor.execute(
+            "SELECT count(*) FROM ((SELECT * FROM __ivm_one EXCEPT ALL SELECT * FROM "
+            "__ivm_other) UNION ALL (SELECT * FROM __ivm_other EXCEPT ALL SELECT * FROM "
+            "__ivm_one))").fetchall()
+    finally:
+        cursor.close()
+    return differing[0][0] == 0
+
+
 def log_table(view: str) -> str:
     """The state table keeping a view's changelog."""
     return quote(f"__ivm_log_{view}")
@@ -81,6 +112,7 @@ class Changefeeds:
     def __init__(self, session: Session) -> None:
         self.session = session
         self.subscriptions: list[Subscription] = []
+        self._watched: set[str] = set()  # views whose subscriptions this DDL may end
         self._retained: dict[str, tuple[int, int]] | None = None  # read at first use
 
     # -- subscribers ------------------------------------------------------------------------
@@ -187,12 +219,35 @@ class Changefeeds:
             s._con.execute(f"DELETE FROM {table} WHERE {EPOCH} <= {epoch - retain}").fetchall()
 
     def removed(self, name: str) -> None:
-        """A view is dropped (inside the DDL's transaction): its changelog goes with it."""
+        """A view is dropped (inside the DDL's transaction): its changelog goes with it, and
+        its subscriptions end once the DDL commits unless the view is back with the same
+        contents (``_continue_or_end``)."""
         s = self.session
         if name in self._logs():
             self._changed()
             s._con.execute(f"DELETE FROM {CONFIG} WHERE name = ?", [name]).fetchall()
             s._con.execute(f"DROP TABLE IF EXISTS {log_table(name)}").fetchall()
+        subscribed = [x for x in self.subscriptions if x.active and x.view == name]
+        if subscribed and name not in self._watched:  # its contents as last committed
+            self._watched.add(name)
+            before = s.read(name)
+            s._on_commit.append(lambda: self._continue_or_end(name, subscribed, before))
+            s._on_rollback.append(lambda: self._watched.discard(name))
+
+    def _continue_or_end(self, name: str, subscribed: list[Subscription],
+                         before: pa.Table) -> None:
+        """After the DDL committed: the subscriptions of view ``name`` go on if it holds
+        what it held (the same columns and rows), else they end."""
+        s = self.session
+        self._watched.discard(name)
+        if name not in s._views:
+            reason = "the view was dropped"
+        elif same_rows(s._con, before, s.read(name)):
+            return
+        else:
+            reason = "a DDL gave the view other contents"
+        for subscription in subscribed:
+            subscription.end(reason)
 
     def retained(self) -> dict[str, int]:
         """Epochs retained by each view keeping a changelog."""

@@ -51,7 +51,11 @@ _SERIALIZED = "__ivm_serialized__"
 
 
 class ReadCursors:
-    """Per-thread cursors of one DuckDB connection, each given the state's settings."""
+    """Per-thread cursors of one DuckDB connection, each given the state's settings.
+
+    ``close`` waits for the reads in flight (interrupting them: each then raises
+    ``StateError``), so that the connection, which refuses to close while a cursor of it
+    is busy on another thread, closes next."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection,
                  settings: Callable[[], Mapping[str, str]]) -> None:
@@ -59,6 +63,9 @@ class ReadCursors:
         self._settings = settings
         self._local = threading.local()
         self._guard = threading.Lock()  # cursors are made one at a time
+        self._idle = threading.Condition(self._guard)  # told when no read is in flight
+        self._in_flight = 0  # reads begun and not ended
+        self._busy: set[duckdb.DuckDBPyConnection] = set()  # their cursors, once made
         self.closed = False
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
@@ -78,20 +85,38 @@ class ReadCursors:
 
     def query(self, sql: str, error_class: type[SqlError] | None = SqlError) -> pa.Table:
         """The rows of read-only ``sql`` as of the last commit; DuckDB's refusal as
-        ``error_class`` (None: raised as it is)."""
+        ``error_class`` (None: raised as it is). Counted in flight from before its cursor
+        is made (which is a call on the connection too) until its rows are out."""
+        with self._guard:
+            if self.closed:
+                raise StateError("this session is closed: open a new one with ivm.connect()")
+            self._in_flight += 1
+        cursor = None
         try:
-            return self.cursor().sql(sql).to_arrow_table()
+            cursor = self.cursor()
+            with self._guard:
+                self._busy.add(cursor)
+            return cursor.sql(sql).to_arrow_table()
         except duckdb.Error as error:
             if self.closed:
                 raise StateError("this session was closed during the read") from error
             if error_class is None or isinstance(error, duckdb.OutOfMemoryException):
                 raise
             raise error_class(f"query failed: {error}") from error
+        finally:
+            with self._guard:
+                self._in_flight -= 1
+                self._busy.discard(cursor)  # type: ignore[arg-type]
+                self._idle.notify_all()
 
     def close(self) -> None:
-        """No more cursors (the connection's closing closes those there are)."""
+        """No more reads: those in flight are interrupted and waited for (the connection's
+        closing then closes every cursor)."""
         with self._guard:
             self.closed = True
+            for cursor in self._busy:
+                cursor.interrupt()
+            self._idle.wait_for(lambda: not self._in_flight)
 
 
 def serialized(method: F) -> F:

@@ -251,8 +251,12 @@ class EmbeddedEngine:
 
     def read(self, name: str) -> pa.Table:
         """The table's or view's DuckDB view as of the last commit, read on this thread's
-        cursor (``views.concurrency``: never an epoch in flight, never waiting for it)."""
-        return self._read(f"SELECT * FROM {quote(name)}", None, f"reading {name!r}")
+        cursor (``views.concurrency``: never an epoch in flight, never waiting for it). One
+        dropped by a DDL committing just now is not there: SqlError."""
+        try:
+            return self._read(f"SELECT * FROM {quote(name)}", None, f"reading {name!r}")
+        except duckdb.CatalogException as error:
+            raise SqlError(f"no table or view named {name!r}") from error
 
     def sql(self, query: str) -> pa.Table:
         """The query as of the last commit, on this thread's cursor (as ``read``)."""

@@ -22,6 +22,27 @@ else:
 class Names(_Base):
     """Name resolution of the session's tables and views."""
 
+    _committed_names: frozenset[str] = frozenset()
+    """The tables and views as the last commit left them: what a read may see."""
+
+    def _published(self) -> None:
+        """After a DDL committed (and once opened): its tables and views are readable."""
+        self._committed_names = frozenset([*self._tables, *self._views])
+
+    def _readable(self, name: str) -> str:
+        """The stored spelling of a table or view of the last commit; SqlError if none. A
+        read on another thread never sees a DDL in flight: not a view it is creating, and
+        still one it is dropping (``views.concurrency``)."""
+        if not isinstance(name, str):
+            raise SqlError(f"a table or view name is text, not {type(name).__name__} {name!r}")
+        committed = self._committed_names
+        if name in committed:
+            return name
+        for known in committed:
+            if known.lower() == name.lower():
+                return known
+        raise SqlError(f"no table or view named {name!r}")
+
     def _resolve(self, name: str) -> str:
         """The stored spelling of a table or view name (DuckDB names ignore case)."""
         if not isinstance(name, str):

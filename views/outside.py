@@ -48,8 +48,10 @@ class Outside(_Base):
         the epochs to come. A callback that raises never undoes its epoch: the failure is
         warned of (``ivm.IvmWarning``) and kept in ``Subscription.failures``, and later
         epochs are still delivered. ``Subscription.cancel()`` stops it. Subscriptions
-        live as long as the session. Sinks that write deltas out: ``ivm.sinks``. Both
-        modes (called on the driver in Spark mode).
+        live as long as the session, or until a DDL drops the view or gives it other
+        contents (then ``Subscription.ended`` says why, with an ``IvmWarning``). Sinks
+        that write deltas out: ``ivm.sinks``. Both modes (called on the driver in Spark
+        mode).
         """
         return self._feeds.subscribe(view, callback, snapshot)
 

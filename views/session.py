@@ -175,6 +175,7 @@ class Session(Surface, Ddl, Ingest, ViewState, Names):
                 self._catalog.upgrade()
         self._rebuild_pending()
         self._engine.opened()
+        self._published()
 
     # -- public API --------------------------------------------------------------------------
 
@@ -240,6 +241,7 @@ class Session(Surface, Ddl, Ingest, ViewState, Names):
             with shown(self, "running DDL (filling views)", progress), self._transaction():
                 for statement in statements:
                     self._run_statement(statement)
+            self._published()  # committed: readers on other threads see it now
         except ViewFailed as failure:
             raise self._explain_backfill(failure) from failure.error
 
@@ -284,7 +286,7 @@ class Session(Surface, Ddl, Ingest, ViewState, Names):
     def read(self, name: str) -> pa.Table:
         """``name``'s (a view's or table's) current contents, one row per copy. Both modes."""
         self._check_open()
-        return self._engine.read(self._known(name))
+        return self._engine.read(self._readable(name))
 
     def sql(self, query: str) -> pa.Table:
         """Run ``query``, one read-only query over tables and views. Both modes."""
@@ -349,12 +351,6 @@ class Session(Surface, Ddl, Ingest, ViewState, Names):
         self._operator_memory.clear()
         self._described.clear()
         self._no_change = {}
-
-    def __enter__(self) -> Session:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- names and plans ---------------------------------------------------------------------
 

@@ -6,6 +6,8 @@ stats (``views.stats``) and a second reader (``views.serving``). ALTER TABLE
 
 from __future__ import annotations
 
+from typing import Self
+
 from ivm.views.checking import Checking
 from ivm.views.explaining import Explaining
 from ivm.views.outside import Outside
@@ -14,4 +16,10 @@ from ivm.views.stats import Stats
 
 
 class Surface(Outside, Explaining, Checking, Stats, Serving):
-    """The mixins above, in the order their methods are looked up."""
+    """The mixins above, in the order their methods are looked up; and ``with`` closes."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()  # type: ignore[attr-defined]  # Session's

@@ -18,12 +18,13 @@ What does not apply here, and why:
   by the same code in both modes.
 
 ``SPARK_ONLY`` adds what only Spark mode has: Spark DataFrame batches (normalized on the
-executors) and a view's CAST failing in its partitions on a small value.
+executors), a view's CAST failing in its partitions on a small value, and a recursive view
+past the iteration limit in its backfill's task.
 
 One Spark-mode session serves every case (its DDL and first epoch cost 15–30 s); the
 unchanged check makes that safe, as in ``test_corpus.py``. ``make test`` runs ``SAMPLE``
 (the first case of every entry point and error class, every ``EVERY``-th of the rest,
-and ``ALWAYS``); the deep profile every case.
+and ``ALWAYS``; never ``DEEP_ONLY``); the deep profile every case.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from oracle.spark import SPARK_PARTITIONS
 
 import ivm
 from bad_input import api_cases, batch_cases, ddl_cases
-from bad_input.cases import DAY, Case, Fresh, event, ingest
+from bad_input.cases import DAY, Case, Fresh, event, execute, ingest
 from bad_input.runner import check_error, invoke
 from bad_input.spark_state import (
     SPARK_ROWS,
@@ -91,6 +92,10 @@ SPARK_ONLY = [
     ingest("spark-frame-null-key", "orders", frame([row(None)]), C, "'orders'", "'id'"),
     ingest("spark-frame-null-not-null-column", "orders", frame([row(71, None)]), C,
            "'customer'"),
+    execute("spark-recursion-past-the-iteration-limit",  # each iteration in one task
+            "CREATE VIEW chain AS WITH RECURSIVE r(n) AS (SELECT k FROM events UNION ALL "
+            "SELECT n + 1 FROM r WHERE n < 1100) SELECT n FROM r", ivm.IterationLimitError,
+            "'chain'", "'r'", "iteration_limit"),
 ]
 
 CORPUS: list[Case] = [
@@ -113,9 +118,12 @@ def entry(case: Case) -> tuple[str, str]:
     return case.call, case.error.__name__
 
 
-FIRSTS = {entry(case): case.id for case in reversed(CORPUS)}
+DEEP_ONLY = {"spark-recursion-past-the-iteration-limit"}
+"""Cases of many seconds (1,000 iterations in one task), in the deep profile only."""
+
+FIRSTS = {entry(case): case.id for case in reversed(CORPUS) if case.id not in DEEP_ONLY}
 SAMPLE = ({c.id for i, c in enumerate(CORPUS) if i % EVERY == 0 or c.xfail}
-          | set(FIRSTS.values()) | ALWAYS)
+          | set(FIRSTS.values()) | ALWAYS) - DEEP_ONLY
 
 
 def test_the_corpus_in_spark_mode() -> None:
@@ -123,7 +131,8 @@ def test_the_corpus_in_spark_mode() -> None:
     assert len(ids) == len(set(ids)) >= 250
     assert NOT_IN_SPARK.keys() <= {c.id for c in batch_cases.CASES}
     assert set(ids) >= ALWAYS
-    assert {entry(c) for c in CORPUS if c.id in SAMPLE} == {entry(c) for c in CORPUS}
+    assert {entry(c) for c in CORPUS if c.id in SAMPLE} == {
+        entry(c) for c in CORPUS if c.id not in DEEP_ONLY}
     assert len(SAMPLE) < len(CORPUS) / 4
 
 

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import json
 import tempfile
+import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 from oracle.settings import DEEP
 from oracle.spark import SPARK_PARTITIONS
@@ -32,9 +33,11 @@ from ivm.storage.partitions import encode
 pytestmark = pytest.mark.xdist_group("bad_input_names_spark")
 """Under xdist, one worker runs the module."""
 
-PROFILE = settings(max_examples=6 if DEEP else 1, deadline=None, derandomize=True,
-                   database=None, phases=(Phase.generate,),
+PROFILE = settings(max_examples=6, deadline=None, derandomize=True, database=None,
+                   phases=(Phase.explicit, Phase.generate) if DEEP else (Phase.explicit,),
                    suppress_health_check=[HealthCheck.too_slow])
+"""``make test``: the explicit example alone (each costs a Spark session's DDL, three
+epochs and a reopen); the deep profile six generated ones too."""
 
 SPARK_NASTY = st.sampled_from(["`", "``", ".", "a.b", "`.`", "*", "\t"])
 """Pieces that break Spark's parsing of a name, beside ``NAMES``' (quotes, ``..``, …)."""
@@ -75,7 +78,9 @@ def check_layout(db: Any, state: Path, root: Path) -> None:
     assert found == live, (sorted(map(str, found - live)), sorted(map(str, live - found)))
     for name in [*db.tables, *db.views]:
         directory = db._engine.directory(name)
-        assert directory.name.split("-", 1)[1] == encode(name)
+        encoded = directory.name.split("-", 1)[1]
+        assert encoded == encode(name) and "/" not in encoded and "." not in encoded
+        assert urllib.parse.unquote(encoded) == name or "~" in encoded  # long: a digest
         assert directory.parent in (state / "tables", state / "views")
     for path in state.rglob("*"):
         assert path.resolve().is_relative_to(state.resolve()), path
@@ -83,6 +88,7 @@ def check_layout(db: Any, state: Path, root: Path) -> None:
 
 
 @PROFILE
+@example(['x/../y"`.', ".."], "é名 🦆;--'")
 @given(st.lists(SPARK_NAMES, min_size=2, max_size=2, unique_by=str.lower), SPARK_NAMES)
 def test_generated_names_stay_quoted_and_inside_the_state_on_spark(
     spark: Any, tables: list[str], column: str

@@ -20,99 +20,24 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from concurrency_helpers import (
+    CONSISTENT,
+    DDL,
+    ROWS,
+    Checks,
+    Loops,
+    Readers,
+    committed_epoch,
+    epoch_batch,
+    feed_contents,
+)
 from oracle.settings import shortened
 from oracle.spark import SPARK_PARTITIONS
 
 import ivm
 from ivm.storage.state_lock import lock_path
 
-ROWS = 40
 EPOCHS = shortened(200)  # 100 in make test, 200 in the deep profile
-DDL = """
-    CREATE TABLE t (id BIGINT PRIMARY KEY, k BIGINT);
-    CREATE VIEW totals AS SELECT COUNT(*) AS n, SUM(k) AS total, SUM(k * k) AS squares FROM t;
-    CREATE VIEW by_k AS SELECT k, COUNT(*) AS n FROM t GROUP BY k;
-"""
-CONSISTENT = """
-    SELECT (SELECT COUNT(*) FROM t) AS rows, (SELECT SUM(k) FROM t) AS sum_k,
-           (SELECT MIN(k) FROM t) AS lo, (SELECT MAX(k) FROM t) AS hi,
-           (SELECT total FROM totals) AS total, (SELECT squares FROM totals) AS squares,
-           (SELECT n FROM totals) AS n, (SELECT list(n) FROM by_k) AS groups
-"""
-"""One statement over a table and its views: one snapshot of all three."""
-
-
-def epoch_batch(epoch: int) -> pa.Table:
-    """Epoch ``epoch``'s change: every row's k goes from ``epoch - 1`` to ``epoch``. After
-    it commits, t holds ROWS rows of k = epoch, and each view agrees."""
-    ids = list(range(ROWS))
-    if epoch == 1:
-        return pa.table({"id": ids, "k": [1] * ROWS, "__w": [1] * ROWS})
-    return pa.table({"id": ids * 2, "k": [epoch - 1] * ROWS + [epoch] * ROWS,
-                     "__w": [-1] * ROWS + [1] * ROWS})
-
-
-def committed_epoch(read: dict[str, Any]) -> int:
-    """The epoch the one-statement read ``CONSISTENT`` shows; fails on a half-applied one."""
-    epoch = read["lo"]
-    assert read["rows"] == ROWS and read["hi"] == epoch, read  # t: one whole epoch
-    assert read["sum_k"] == read["total"] == ROWS * epoch, read  # totals agrees with t
-    assert read["squares"] == ROWS * epoch**2 and read["n"] == ROWS, read
-    assert read["groups"] == [ROWS], read  # and by_k
-    return int(epoch)
-
-
-class Readers:
-    """Threads reading ``db`` in a loop until stopped, each checking every read."""
-
-    def __init__(self, db: ivm.Session) -> None:
-        self.db = db
-        self.stop = threading.Event()
-        self.errors: list[BaseException] = []
-        self.seen: dict[str, list[int]] = {}
-        self.threads = [threading.Thread(target=self._loop, args=(name, read), daemon=True)
-                        for name, read in (("sql", self._sql), ("read", self._read))]
-
-    def _sql(self) -> int:
-        return committed_epoch(self.db.sql(CONSISTENT).to_pylist()[0])
-
-    def _read(self) -> int:
-        (row,) = self.db.read("totals").to_pylist()
-        epoch = row["total"] // ROWS  # n copies of one k: n·k, n·k² (and n·Σk² = (Σk)² so)
-        assert row["n"] == ROWS and row["total"] == ROWS * epoch, row
-        assert row["squares"] == ROWS * epoch**2, row
-        return int(epoch)
-
-    def _loop(self, name: str, read: Callable[[], int]) -> None:
-        seen = self.seen.setdefault(name, [])
-        try:
-            while not self.stop.is_set():
-                seen.append(read())
-                time.sleep(0.01)  # the ingest thread gets the interpreter and cores too
-        except BaseException as error:  # noqa: BLE001 - reported by check()
-            self.errors.append(error)
-
-    def start(self) -> None:
-        for thread in self.threads:
-            thread.start()
-
-    def wait_for_reads(self, counts: dict[str, int]) -> None:
-        """Until every reader read again since ``counts`` (or failed)."""
-        deadline = time.monotonic() + 60
-        while not self.errors and time.monotonic() < deadline and any(
-            len(self.seen.get(n, [])) <= counts.get(n, 0) for n in ("sql", "read")
-        ):
-            time.sleep(0.001)
-
-    def check(self, last: int) -> None:
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(timeout=60)
-        assert not self.errors, self.errors[0]
-        for name, epochs in self.seen.items():
-            assert epochs == sorted(epochs), f"{name}: an older epoch after a newer one"
-            assert set(epochs) <= set(range(1, last + 1)), name
-            assert len(set(epochs)) > 1, f"{name} read during one epoch only"
 
 
 def test_readers_on_other_threads_see_only_committed_epochs(tmp_path: Path) -> None:
@@ -259,21 +184,70 @@ def test_a_killed_holder_leaves_the_state_free(tmp_path: Path) -> None:
 
 # -- Spark mode -------------------------------------------------------------------------------
 
-SPARK_EPOCHS = 6
+SPARK_EPOCHS = 5
 
 
-def test_spark_readers_wait_for_the_epoch_in_flight(spark: Any, tmp_path: Path) -> None:
+def waiting_read(db: ivm.Session, name: str, call: Callable[[], Any]) -> Any:
+    """What ``db.read(name)`` on another thread gets when it waits for the session (held
+    here) while ``call`` runs (a DDL dropping it, a close): Spark-mode reads take turns."""
+    got: list[Any] = []
+
+    def read() -> None:
+        try:
+            got.append(db.read(name))
+        except ivm.IvmError as error:
+            got.append(error)
+
+    reader = threading.Thread(target=read)
+    with db._lock:
+        reader.start()
+        time.sleep(0.3)  # it passed the checks made before its turn, and waits
+        call()
+    reader.join(timeout=60)
+    return got[0]
+
+
+def test_spark_readers_and_subscribers_see_committed_state(spark: Any, tmp_path: Path) -> None:
     """A Spark epoch's tasks write the partition files before the driver commits: reads
-    wait for it, and see only committed epochs."""
+    wait for it, and see only committed epochs; subscriptions made on another thread hear
+    every later epoch once; during a CREATE VIEW (filled on Spark) and a DROP VIEW reads see
+    the view whole or not at all; reads racing ``close()`` end in ``StateError``."""
     with ivm.connect(tmp_path / "state", spark=spark, partitions=SPARK_PARTITIONS) as db:
         db.execute(DDL)
         db.ingest("t", epoch_batch(1))
-        readers = Readers(db)
+        readers, checks = Readers(db), Checks(db)
+        checks.SUBSCRIPTIONS = 8
         readers.start()
-        for epoch in range(2, SPARK_EPOCHS + 1):
+        subscribing = Loops({"subscribe": lambda: checks.subscribe("by_k")}).start()
+        for epoch in range(2, SPARK_EPOCHS):
             readers.wait_for_reads({n: len(s) for n, s in readers.seen.items()})
             db.ingest("t", epoch_batch(epoch))
-        readers.check(SPARK_EPOCHS)
+        readers.check(SPARK_EPOCHS - 1)
+        subscribing.check()
+        ddl = Loops({"sql": checks.sql, "table": checks.table, "extra": checks.extra}).start()
+        db.execute("CREATE VIEW extra AS SELECT k, COUNT(*) AS n FROM t GROUP BY k")
+        db.ingest("t", epoch_batch(SPARK_EPOCHS))
+        ddl.wait_for("extra", "present")  # a read gets its turn between two calls
+        dropped = waiting_read(db, "extra", lambda: db.execute("DROP VIEW extra"))
+        outcomes = ddl.check()
+        with pytest.warns(ivm.IvmWarning, match="dropped"):  # the subscriptions end
+            db.execute("DROP VIEW by_k")
+        closing = Loops({"table": checks.table, "totals": lambda: db.read("totals")},
+                        ends=(ivm.StateError,))
+        closing.start()
+        closed = waiting_read(db, "totals", db.close)
+    ended = closing.check()
+    assert isinstance(dropped, ivm.SqlError) and "no table or view named" in str(dropped)
+    assert isinstance(closed, ivm.StateError) and "closed" in str(closed)
+    assert {"absent", "present"} <= set(outcomes["extra"]), Counter(outcomes["extra"])
+    assert outcomes["sql"] == sorted(outcomes["sql"]) and outcomes["sql"][-1] == SPARK_EPOCHS
+    assert all(isinstance(seen[-1], ivm.StateError) for seen in ended.values()), ended
+    assert len(checks.feeds) > 1
+    for subscription, feed in checks.feeds:
+        epochs = [e for e, _ in feed]
+        assert epochs == list(range(epochs[0], SPARK_EPOCHS + 1)), epochs  # each once
+        assert feed_contents(feed) == Counter({(SPARK_EPOCHS, ROWS): 1})
+        assert subscription.ended == "the view was dropped"
 
 
 def test_a_second_process_is_refused_spark_held_state(spark: Any, tmp_path: Path) -> None:

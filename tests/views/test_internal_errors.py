@@ -262,7 +262,7 @@ def test_unexpected_exception_in_reads(harness: Harness, monkeypatch: pytest.Mon
     db = harness.db
     before = state(db)
     calls: list[tuple[Callable[[], Any], str, type]] = [
-        (lambda: db.read("totals"), "ivm.views.session.Session._known", KeyError),
+        (lambda: db.read("totals"), "ivm.views.session.Session._readable", KeyError),
         (lambda: db.sql("SELECT * FROM totals"), "ivm.views.session.check_read_query",
          AssertionError),
         (lambda: db.explain("totals"), "ivm.circuit.circuit.Circuit.explain", AssertionError),
@@ -286,7 +286,7 @@ def test_what_is_not_ivms_passes_untouched(
     db = harness.db
     for interrupt in (KeyboardInterrupt, SystemExit):
         with monkeypatch.context() as patch:
-            patch.setattr("ivm.views.session.Session._known", boom(interrupt))
+            patch.setattr("ivm.views.session.Session._readable", boom(interrupt))
             with pytest.raises(interrupt) as raised:
                 db.read("totals")
             assert type(raised.value) is interrupt

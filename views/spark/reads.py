@@ -32,8 +32,12 @@ if TYPE_CHECKING:
 def read(engine: SparkEngine, name: str) -> pa.Table:
     """Current contents of an existing view (or table), read from its partition files once
     the epoch in flight, if any, is over: its tasks write the files before the driver
-    commits it, so a read then could see one file an epoch ahead (``views.concurrency``)."""
+    commits it, so a read then could see one file an epoch ahead (``views.concurrency``).
+    Once its turn comes, the session may have closed, or a DDL dropped the view: checked
+    again then."""
     with engine.session._lock:
+        engine.session._check_open()  # its files may be another process's by now
+        name = engine.session._known(name)
         con = duckdb.connect(config=engine.session._budget.duckdb_config())
         try:
             apply(con, engine.session.settings)  # the state's, as the session's connection
@@ -56,6 +60,7 @@ def sql(engine: SparkEngine, query: str) -> pa.Table:
     after the epoch in flight, as ``read``."""
     s = engine.session
     with s._lock:
+        s._check_open()  # closed while this read waited: its files are no longer the session's
         con = duckdb.connect(config=s._budget.duckdb_config())
         try:
             apply(con, s.settings)  # the state's, as the session's own connection
