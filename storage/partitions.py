@@ -319,7 +319,11 @@ def compact_due(con: duckdb.DuckDBPyConnection, keys: dict[str, Sequence[str]]) 
 
 
 def roll_back_ahead(file: Path, committed: int) -> bool:
-    """Roll back partition ``file`` if it applied an epoch after ``committed``; True if it did."""
+    """Roll back partition ``file`` if it applied an epoch after ``committed``; True if it did.
+
+    A partition whose first epoch that was (the file made by the epoch's task) is removed
+    instead: rolled back it would hold nothing, and the state would keep a file that the
+    failed ingest added (a rejected batch changes nothing, its files included)."""
     con = open_partition(file)
     try:
         con.execute("BEGIN TRANSACTION").fetchall()
@@ -327,8 +331,12 @@ def roll_back_ahead(file: Path, committed: int) -> bool:
         if log.epoch <= committed:
             con.execute("ROLLBACK").fetchall()
             return False
+        first = log.previous < 0
         log.roll_back()
         con.execute("COMMIT").fetchall()
-        return True
     finally:
         con.close()
+    if first:
+        for made in (file, file.with_name(file.name + ".wal")):
+            made.unlink(missing_ok=True)
+    return True
