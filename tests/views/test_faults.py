@@ -36,7 +36,8 @@ from pathlib import Path
 
 import fault_child
 import pytest
-from soak_workload import COLUMNS, DDL, VIEWS, Oracle, check_exact
+from soak_oracle import Oracle, check_exact
+from soak_workload import COLUMNS, DDL, VIEWS
 
 import ivm
 from ivm import faults
