@@ -40,7 +40,8 @@ from pathlib import Path
 
 import fault_child
 import pytest
-from soak_workload import COLUMNS, DDL, VIEWS, Oracle, check_exact
+from soak_oracle import Oracle, check_exact
+from soak_workload import COLUMNS, DDL, VIEWS
 from state_files import assert_clean, unexpected_files
 
 import ivm
