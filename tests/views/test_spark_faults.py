@@ -15,7 +15,7 @@ session's Spark and checks:
   committed and its DROP did not;
 * no partition file stands at an epoch past it: those that committed ahead of the driver
   (checked to be there, for the cases that leave some) were rolled back;
-* every table and view equals DuckDB recomputing it (``soak_workload.Oracle``), and again
+* every table and view equals DuckDB recomputing it (``soak_oracle.Oracle``), and again
   after two more epochs;
 * after a clean close, the state holds nothing a closed state does not
   (``state_files.assert_clean``): no WAL, no fence staged, no spool, no directory of a
@@ -51,7 +51,8 @@ import fault_child
 import pytest
 import spark_fault_child
 from oracle.spark import SPARK_PARTITIONS
-from soak_workload import VIEWS, Oracle, mismatch
+from soak_oracle import Oracle, mismatch
+from soak_workload import VIEWS
 from spark_fault_child import TABLES, TABLES_DDL, batches_of
 from state_files import assert_clean
 from test_faults import oracle_at, sampled
