@@ -4,6 +4,7 @@ Spark-mode sample alike."""
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import pytest
@@ -54,3 +55,15 @@ def rejects_and_keeps(db: Any, case: Case, before: State | None = None) -> State
         invoke(db, case)
     check_error(case, raised.value)
     return assert_unchanged(db, before)
+
+
+def params(corpus: Sequence[Case], sample: Collection[str]) -> list[Any]:
+    """``corpus`` as pytest parameters: an xfail case strictly expected to fail, and every
+    case outside ``sample`` in the deep profile only."""
+    found = []
+    for case in corpus:
+        marks = [pytest.mark.xfail(strict=True, reason=case.xfail)] if case.xfail else []
+        if case.id not in sample:
+            marks.append(pytest.mark.deep)
+        found.append(pytest.param(case, id=case.id, marks=marks))
+    return found

@@ -26,7 +26,7 @@ import pytest
 import ivm
 from bad_input import api_cases, batch_cases, cli_cases, ddl_cases
 from bad_input.cases import Case, good_batch, shop_session
-from bad_input.runner import check_message, invoke, rejects_and_keeps
+from bad_input.runner import check_message, invoke, params, rejects_and_keeps
 from bad_input.unchanged import State, assert_unchanged, assert_views_recompute, capture
 from ivm.views.cli import main
 
@@ -68,16 +68,6 @@ def test_the_sample_has_every_entry_point_and_error_class() -> None:
     assert len(SAMPLE) < len(CORPUS) / 2
 
 
-def params() -> list[Any]:
-    found = []
-    for case in CORPUS:
-        marks = [pytest.mark.xfail(strict=True, reason=case.xfail)] if case.xfail else []
-        if case.id not in SAMPLE:
-            marks.append(pytest.mark.deep)
-        found.append(pytest.param(case, id=case.id, marks=marks))
-    return found
-
-
 @pytest.fixture(scope="module")
 def sessions() -> Iterator[dict[str, Any]]:
     made: dict[str, Any] = {}
@@ -111,7 +101,7 @@ def applies_good_batch(db: Any, n: int) -> None:
         assert_views_recompute(db)
 
 
-@pytest.mark.parametrize("case", params())
+@pytest.mark.parametrize("case", params(CORPUS, SAMPLE))
 def test_bad_input(case: Case, sessions: dict[str, Any], request: pytest.FixtureRequest) -> None:
     if case.setup == "cli":
         run_cli(case, request.getfixturevalue("cli_root"), request.getfixturevalue("capsys"),

@@ -40,7 +40,7 @@ from oracle.spark import SPARK_PARTITIONS
 import ivm
 from bad_input import api_cases, batch_cases, ddl_cases
 from bad_input.cases import DAY, Case, Fresh, event, execute, ingest
-from bad_input.runner import check_error, invoke
+from bad_input.runner import check_error, invoke, params
 from bad_input.spark_state import (
     SPARK_ROWS,
     SPARK_SHOP,
@@ -136,16 +136,6 @@ def test_the_corpus_in_spark_mode() -> None:
     assert len(SAMPLE) < len(CORPUS) / 4
 
 
-def params() -> list[Any]:
-    found = []
-    for case in CORPUS:
-        marks = [pytest.mark.xfail(strict=True, reason=case.xfail)] if case.xfail else []
-        if case.id not in SAMPLE:
-            marks.append(pytest.mark.deep)
-        found.append(pytest.param(case, id=case.id, marks=marks))
-    return found
-
-
 class Shop:
     """The module's Spark-mode shop session, made again after a case that failed."""
 
@@ -189,7 +179,7 @@ def applies_good_batch(db: Any, n: int) -> None:
         assert_views_recompute(db)
 
 
-@pytest.mark.parametrize("case", params())
+@pytest.mark.parametrize("case", params(CORPUS, SAMPLE))
 def test_bad_input_on_spark(case: Case, shop: Shop) -> None:
     db = shop.session()
     try:

@@ -29,6 +29,10 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
+import duckdb
+
+from ivm.storage.partitions import PartitionLog
+
 STATE_FILE = "ivm.duckdb"
 SNAPSHOT_FILE = re.compile(r"(manifest\.json|\d+\.npy)")
 RELATION_DIR = {"tables": re.compile(r"t\d+-(.+)"), "views": re.compile(r"v\d+-(.+)")}
@@ -99,3 +103,16 @@ def assert_clean(state: Path, relations: Iterable[str] | None = None) -> None:
     """AssertionError listing what ``unexpected_files`` finds under ``state``."""
     left = unexpected_files(state, relations)
     assert not left, f"left in the closed state at {state}: {left}"
+
+
+def partition_epochs(root: Path) -> Counter[int]:
+    """How many partition files under ``root`` stand at each epoch (read-only: as a dead
+    driver or a failed ingest left them)."""
+    epochs: Counter[int] = Counter()
+    for file in root.glob("**/part-*.duckdb"):
+        con = duckdb.connect(str(file), read_only=True)
+        try:
+            epochs[PartitionLog(con).epoch] += 1
+        finally:
+            con.close()
+    return epochs

@@ -23,6 +23,7 @@ import pytest
 from oracle.harness import Epoch, Harness, rows_of
 from oracle.spark import SPARK_PARTITIONS
 from pyspark.errors import PythonException
+from state_files import partition_epochs
 
 import ivm
 from ivm.circuit.incrementalize import incrementalize
@@ -32,7 +33,6 @@ from ivm.execution.spark.stage_task import Ticket, apply_partition
 from ivm.execution.spark.stages import view_stages
 from ivm.passes import optimize
 from ivm.sql_frontend.planner import plan_query
-from ivm.storage.partitions import PartitionLog
 from ivm.views.diagnose import named
 
 ORDERS = "CREATE TABLE orders (id BIGINT PRIMARY KEY, customer VARCHAR, amount INTEGER)"
@@ -370,16 +370,6 @@ def test_broken_generated_sql_in_a_stage_task_is_internal(
     assert type(translated) is ivm.InternalError
     assert str(named(translated, "v")).startswith("view 'v': ivm's own SQL for its DISTINCT")
 
-
-def partition_epochs(root: Path) -> Counter[int]:
-    epochs: Counter[int] = Counter()
-    for file in root.glob("**/part-*.duckdb"):
-        con = duckdb.connect(str(file), read_only=True)
-        try:
-            epochs[PartitionLog(con).epoch] += 1
-        finally:
-            con.close()
-    return epochs
 
 
 def test_unexpected_exception_on_spark(

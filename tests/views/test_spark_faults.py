@@ -46,7 +46,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import fault_child
 import pytest
 import spark_fault_child
@@ -54,12 +53,11 @@ from oracle.spark import SPARK_PARTITIONS
 from soak_oracle import Oracle, mismatch
 from soak_workload import VIEWS
 from spark_fault_child import TABLES, TABLES_DDL, batches_of
-from state_files import assert_clean
+from state_files import assert_clean, partition_epochs
 from test_faults import oracle_at, sampled
 
 import ivm
 from ivm import faults
-from ivm.storage.partitions import PartitionLog
 
 pytestmark = pytest.mark.xdist_group("spark_faults")
 """Under xdist, one worker runs the module: its base state is made once."""
@@ -130,17 +128,6 @@ def ingest(db: ivm.Session, oracle: Oracle, batches: dict) -> dict:
     oracle.apply(batches)
     return deltas
 
-
-def partition_epochs(state: Path) -> Counter[int]:
-    """How many partition files stand at each epoch (read-only, as a dead driver left them)."""
-    epochs: Counter[int] = Counter()
-    for file in state.glob("*/*/*/part-*.duckdb"):
-        con = duckdb.connect(str(file), read_only=True)
-        try:
-            epochs[PartitionLog(con).epoch] += 1
-        finally:
-            con.close()
-    return epochs
 
 
 def extra_directories(state: Path) -> list[Path]:

@@ -14,15 +14,14 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pyarrow as pa
 import pytest
 from oracle.harness import Epoch, Harness, rows_of
 from oracle.spark import SPARK_PARTITIONS
+from state_files import partition_epochs
 
 import ivm
 from ivm.execution.spark.tasks import FailurePoint
-from ivm.storage.partitions import PartitionLog
 
 pytestmark = pytest.mark.xdist_group("spark_mode")
 """Under xdist, one worker runs the module: its module-scoped fixtures are made once."""
@@ -108,17 +107,6 @@ def loaded(states: dict[str, Path], spark: Any, tmp_path: Path) -> Any:
     yield h
     h.close()
 
-
-def partition_epochs(root: Path) -> Counter[int]:
-    """How many partition files stand at each epoch."""
-    epochs: Counter[int] = Counter()
-    for file in root.glob("**/part-*.duckdb"):
-        con = duckdb.connect(str(file), read_only=True)
-        try:
-            epochs[PartitionLog(con).epoch] += 1
-        finally:
-            con.close()
-    return epochs
 
 
 # --- the same results as embedded mode ---------------------------------------------------
