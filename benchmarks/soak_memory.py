@@ -17,7 +17,9 @@ A sample's columns (bytes unless named otherwise):
   indexes, the replay ledger, operators' memory such as the ASOF time indexes);
 * ``free``: glibc's free bytes inside its heap arenas (``mallinfo2``'s ``fordblks``):
   memory freed by the program but not given back to the system, fragmentation's
-  measure.
+  measure;
+* ``full_gcs``: how many full (generation 2) collections Python's cyclic collector has
+  run so far (what is freed only by it, objects in reference cycles, waits for one).
 
 RSS minus the parts it explains is what no part claims (allocator overhead, code,
 thread stacks, the JVM's heap in Spark mode).
@@ -28,6 +30,7 @@ from __future__ import annotations
 import csv
 import ctypes
 import ctypes.util
+import gc
 import sys
 import tracemalloc
 from dataclasses import asdict, dataclass, fields
@@ -56,6 +59,7 @@ class Sample:
     oracle: int
     state: int
     free: int
+    full_gcs: int
 
 
 class _MallInfo2(ctypes.Structure):
@@ -155,10 +159,12 @@ class Sampler:
             python_bytes(), pa.total_allocated_bytes(),
             duckdb_bytes(db._con) if own else 0, duckdb_bytes(self._oracle),
             held_bytes(db) if open_db else 0, malloc_free_bytes(),
+            gc.get_stats()[2]["collections"],
         )
         self.samples.append(sample)
-        if self._writer:
+        if self._writer and self._file:
             self._writer.writerow(asdict(sample).values())
+            self._file.flush()  # a run's samples readable while it runs
         return sample
 
     def close(self) -> None:

@@ -85,10 +85,11 @@ VIEWS: dict[str, str] = {
     "charged": f"SELECT p.category, COUNT(*) AS n, SUM(o.amount) AS total, "
     f"SUM(p.price) AS list_total FROM orders o JOIN products {TEMPORAL} AS p "
     "ON o.product = p.id GROUP BY p.category",
-    # windows: ranking, LAG and a windowed SUM over a named window, QUALIFY
+    # windows: ranking, LAG and a windowed SUM over a named window, QUALIFY (ordered by
+    # amount, then id: DuckDB numbers peers in any order, ivm by the remaining columns)
     "ranked_orders": "SELECT customer, id, amount, ROW_NUMBER() OVER w AS rn, "
     "LAG(amount) OVER w AS prev, SUM(amount) OVER (PARTITION BY customer) AS customer_total "
-    "FROM orders WINDOW w AS (PARTITION BY customer ORDER BY amount DESC) QUALIFY rn <= 3",
+    "FROM orders WINDOW w AS (PARTITION BY customer ORDER BY amount DESC, id) QUALIFY rn <= 3",
     # windows: DISTINCT ON (each product's latest quote)
     "latest_quote": "SELECT DISTINCT ON (product) product, ts, price FROM quotes "
     "ORDER BY product, ts DESC",

@@ -35,6 +35,8 @@ by the tasks that machine runs at once (one per core).
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import functools
 import itertools
 import os
@@ -273,3 +275,20 @@ __all__ = [
     "spill_directory",
     "task_default_limit",
 ]
+
+
+@functools.cache
+def _trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim``, or None where the C library has no such call."""
+    name = ctypes.util.find_library("c")
+    return getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
+
+
+def return_freed_pages() -> None:
+    """Ask glibc to give back to the system the pages its heap holds free
+    (``malloc_trim(0)``). What Python and numpy free stays resident otherwise, as holes in
+    the heap that only the heap's top can return (the soak's grew by ≈60 MB every 100
+    epochs). A no-op where the C library has no ``malloc_trim`` (musl, macOS)."""
+    trim = _trim()
+    if trim is not None:
+        trim(0)

@@ -32,6 +32,7 @@ from ivm.storage.memory import (
     APPLY_BYTES_PER_ROW,
     MemoryBudget,
     describe,
+    return_freed_pages,
     rows_bytes,
     variable_bytes_sql,
     width,
@@ -94,6 +95,25 @@ def held_bytes(session: Session) -> int:
     operators = sum(memory_bytes(value) for entries in session._operator_memory.values()
                     for value in entries.values())
     return arranged + indexes + operators + session._ledger.nbytes()
+
+
+def release_memory(session: Session) -> None:
+    """At close: drop what the session holds in memory (arrangements, row indexes,
+    operators' memory, the deltas kept for replays, this epoch's changes), so that a closed
+    session holds none of it however long the object lives. A session sits in reference
+    cycles (its engine, reads and indexes point back at it), which only Python's cyclic
+    collector frees, at a full collection that may be many epochs away: the soak's
+    closed sessions kept their arrangements (≈110 MB of Arrow) beside the next session's
+    until one ran (``benchmarks/bench_soak.py``). Then glibc is asked to give the pages
+    freed back to the system (``malloc_trim``, where the C library has it)."""
+    session._arrangements.clear()
+    session._row_indexes.clear()
+    session._operator_memory.clear()
+    session._ledger.forget()
+    session._direct_changes = {}
+    session._no_change = {}
+    session.last_profile = None
+    return_freed_pages()
 
 
 def memory_bytes(value: Any) -> int:
@@ -272,6 +292,7 @@ __all__ = [
     "ingest_subject",
     "memory_failure",
     "memory_limit_property",
+    "release_memory",
     "settle",
     "task_subject",
     "view_subject",

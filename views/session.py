@@ -60,7 +60,7 @@ from ivm.views.names import Names
 from ivm.views.progress import checked, shown
 from ivm.views.read_queries import check_read_query
 from ivm.views.recompute import recompute_fraction_property
-from ivm.views.resources import held_bytes, memory_limit_property, settle
+from ivm.views.resources import held_bytes, memory_limit_property, release_memory, settle
 from ivm.views.saved_indexes import SavedIndexes
 from ivm.views.state_file import claim, open_state, release, settle_settings
 from ivm.views.surface import Surface
@@ -206,8 +206,7 @@ class Session(Surface, Ddl, Ingest, ViewState, Names):
 
     @property
     def tables(self) -> Mapping[str, TableInfo]:
-        """Every base table by name, with its columns and its SQL (read-only). Both
-        modes."""
+        """Every base table by name, with its columns and its SQL (read-only). Both modes."""
         self._check_open()
         return MappingProxyType(
             {n: table_info(t, self._arrow_schemas[n]) for n, t in self._tables.items()}
@@ -336,6 +335,7 @@ class Session(Surface, Ddl, Ingest, ViewState, Names):
                     self._con.close()
                 finally:
                     release(self._state_file)
+                    release_memory(self)
 
     def _commit_actions_failed(self) -> None:
         """An action run after a commit failed (the commit stands, the error is raised):

@@ -97,11 +97,14 @@ class Transaction:
                     f"committing failed, nothing was applied: {commit_error}"
                 ) from commit_error
             raise
+        # The actions go with the transaction: kept on the session, they (and the epoch's
+        # arrays they close over) would stay alive until the next transaction began.
+        actions, s._on_commit, s._on_rollback = s._on_commit, [], []
         try:
             faults.reached("commit.after")
         finally:
             try:
-                run_all(s._on_commit)
+                run_all(actions)
             except BaseException:
                 s._commit_actions_failed()
                 raise
@@ -116,4 +119,5 @@ class Transaction:
                 s._con.execute("ROLLBACK").fetchall()
         finally:
             s._restore(self.saved)
-            run_all(reversed(s._on_rollback))
+            undo, s._on_commit, s._on_rollback = s._on_rollback, [], []
+            run_all(reversed(undo))
