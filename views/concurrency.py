@@ -12,7 +12,11 @@ Two mechanisms, chosen for what each kind of call needs:
   and are invisible there, as they should be. In Spark mode an epoch's tasks commit in
   each partition file before the driver commits the epoch, so a file read then could
   be one epoch ahead of another: reads there take the session lock below, and wait for
-  the epoch in flight.
+  the epoch in flight. A read resolves its table or view among those of the last
+  commit (``Names._readable``): a DDL in flight on another thread changes nothing it sees
+  (Spark mode checks again once its turn comes, and that the session is still open).
+  ``close`` stops new reads and interrupts and waits for those in flight (they raise
+  ``StateError``): DuckDB will not close a connection while a cursor of it is busy.
 * **Everything else runs one call at a time** (``serialize_public``): every public
   method and property of the session but the reads above (and ``epoch``) holds the
   session's re-entrant lock, so an ``ingest`` (the whole epoch: its transaction, the
