@@ -118,8 +118,9 @@ def entry(case: Case) -> tuple[str, str]:
     return case.call, case.error.__name__
 
 
-DEEP_ONLY = {"spark-recursion-past-the-iteration-limit"}
-"""Cases of many seconds (1,000 iterations in one task), in the deep profile only."""
+DEEP_ONLY = {"spark-recursion-past-the-iteration-limit", "megabyte-string-fails-view-cast"}
+"""Cases of many seconds (1,000 iterations in one task, a megabyte through Spark's
+shuffles), in the deep profile only."""
 
 FIRSTS = {entry(case): case.id for case in reversed(CORPUS) if case.id not in DEEP_ONLY}
 SAMPLE = ({c.id for i, c in enumerate(CORPUS) if i % EVERY == 0 or c.xfail}
