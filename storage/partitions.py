@@ -45,6 +45,8 @@ META = "__ivm_partition"
 UNDO = "__ivm_undo"
 OUT = "__ivm_out"
 TAILS = "__ivm_tails"
+NEVER = -1
+"""The epoch a partition records before its first (``__ivm_partition``'s epoch, previous)."""
 
 
 MAX_NAME_BYTES = 200
@@ -222,7 +224,7 @@ class PartitionLog:
             con.execute(
                 f"CREATE TABLE {META} (epoch BIGINT, previous BIGINT, token VARCHAR)"
             ).fetchall()
-            con.execute(f"INSERT INTO {META} VALUES (-1, -1, '')").fetchall()
+            con.execute(f"INSERT INTO {META} VALUES ({NEVER}, {NEVER}, '')").fetchall()
             con.execute(
                 f"CREATE TABLE {TAILS} (target VARCHAR, base BIGINT, appended BIGINT, "
                 "dirty BOOLEAN, retracted BIGINT DEFAULT 0)"
@@ -340,3 +342,12 @@ def roll_back_ahead(file: Path, committed: int) -> bool:
         for made in (file, file.with_name(file.name + ".wal")):
             made.unlink(missing_ok=True)
     return True
+
+
+def remove_empty_table_directories(root: Path) -> None:
+    """Remove the table directories under state directory ``root`` that hold no file: a
+    table's are made by its first epoch's tasks, and a refused epoch's files are gone."""
+    tables = root / "tables"
+    for empty in [*tables.glob("*/*"), *tables.glob("*")]:  # stages before their tables
+        with suppress(OSError):  # not empty (or not a directory): kept
+            empty.rmdir()

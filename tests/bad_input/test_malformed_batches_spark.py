@@ -29,7 +29,7 @@ from bad_input.spark_state import assert_spark_unchanged, capture_spark
 pytestmark = pytest.mark.xdist_group("bad_input_malformed_spark")
 """Under xdist, one worker runs the module: its module-scoped session is made once."""
 
-PROFILE = settings(max_examples=30 if DEEP else 3, deadline=None, derandomize=True,
+PROFILE = settings(max_examples=30 if DEEP else 2, deadline=None, derandomize=True,
                    database=None, phases=(Phase.generate,),
                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 

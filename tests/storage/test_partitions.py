@@ -311,10 +311,15 @@ def test_roll_back_undoes_several_appends_to_one_trace(tmp_path: Path) -> None:
 
 
 def test_roll_back_of_the_first_epoch_removes_the_file(tmp_path: Path) -> None:
+    """The file held nothing before that epoch (a table's new partition): a refused batch
+    leaves no file behind, and the next epoch makes it anew."""
     file = tmp_path / "p.duckdb"
     apply_epoch(file, 0, "A", {TRACE: [("a", 1, 1), ("a", 1, 1)]})
     assert roll_back_ahead(file, -1)
-    assert not file.exists()  # the epoch made it: rolled back, nothing of it stays
+    assert list(tmp_path.iterdir()) == []
+    apply_epoch(file, 0, "B", {TRACE: [("b", 1, 1)]})
+    after = snapshot(file)
+    assert (after.trace, after.meta) == (Counter({("b", 1): 1}), (0, -1, "B"))
 
 
 def test_begin_forgets_the_previous_epochs_undo(tmp_path: Path) -> None:
@@ -355,7 +360,7 @@ def test_roll_back_ahead_only_rolls_back_files_ahead(
     before = Counter({("a", 1): 1}) if epoch > 0 else Counter()
     apply_epoch(file, epoch, "B", {TRACE: [("b", 2, 1)]})
     assert roll_back_ahead(file, committed) is rolled
-    if epoch == 0:  # the partition's first epoch: its file is removed, not kept empty
+    if rolled and epoch == 0:  # nothing before: the file is gone
         assert not file.exists()
         return
     after = snapshot(file)

@@ -113,8 +113,9 @@ class Loops:
 
     def __init__(self, calls: dict[str, Callable[[], Any]],
                  allowed: tuple[type[BaseException], ...] = (),
-                 ends: tuple[type[BaseException], ...] = ()) -> None:
+                 ends: tuple[type[BaseException], ...] = (), pause: float = 0.005) -> None:
         self.stop = threading.Event()
+        self.pause = pause  # between two calls: the other threads get the interpreter too
         self.allowed, self.ends = allowed, ends
         self.errors: list[tuple[str, BaseException]] = []
         self.outcomes: dict[str, list[Any]] = {name: [] for name in calls}
@@ -134,7 +135,7 @@ class Loops:
             except BaseException as error:  # noqa: BLE001 - reported by check()
                 self.errors.append((name, error))
                 return
-            time.sleep(0.005)  # the other threads get the interpreter and cores too
+            time.sleep(self.pause)
 
     def start(self) -> Loops:
         for thread in self.threads:

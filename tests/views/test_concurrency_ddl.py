@@ -31,7 +31,7 @@ from concurrency_helpers import (
 import ivm
 import ivm.storage.traces
 
-BIG = 100_000
+BIG = 50_000
 """Rows of ``big``: a view over it takes a while to fill (its CREATE VIEW is in flight)."""
 GROUPS = 7
 EXTRA = """
@@ -63,10 +63,11 @@ def test_readers_and_subscribers_during_ddl(tmp_path: Path) -> None:
         db.ingest({"t": epoch_batch(1), "big": big_batch()})
         checks = Checks(db)
         loops = Loops({"sql": checks.sql, "table": checks.table, "extra": checks.extra,
-                       "big_g": lambda: big_g(db), "subscribe": checks.subscribe}).start()
+                       "big_g": lambda: big_g(db), "subscribe": checks.subscribe},
+                      pause=0.05).start()
         epoch, rounds = 1, []
         with pytest.warns(ivm.IvmWarning, match="ended: the view was dropped"):
-            for _ in range(3):
+            for _ in range(2):
                 first = len(checks.feeds)
                 db.execute(EXTRA)
                 epoch += 1
@@ -175,12 +176,12 @@ def test_readers_during_compaction(tmp_path: Path, small_compaction: None,
         db.execute(DDL)
         db.ingest("t", epoch_batch(1))
         checks = Checks(db)
-        loops = Loops({"sql": checks.sql, "table": checks.table}).start()
-        for epoch in range(2, 21):
+        loops = Loops({"sql": checks.sql, "table": checks.table}, pause=0.05).start()
+        for epoch in range(2, 11):
             db.ingest("t", epoch_batch(epoch))
         seen = reads_at("compaction.commit", monkeypatch, {"sql": checks.sql,
                                                             "table": checks.table})
-        for epoch in range(21, 31):
+        for epoch in range(11, 16):
             db.ingest("t", epoch_batch(epoch))
         outcomes = loops.check()
         assert seen["sql"] and seen["sql"] == seen["table"], seen  # a rewrite in flight
@@ -191,7 +192,7 @@ def test_readers_during_compaction(tmp_path: Path, small_compaction: None,
 
 
 def test_readers_while_the_session_closes(tmp_path: Path) -> None:
-    for round_ in range(8):
+    for round_ in range(6):
         db = ivm.connect(tmp_path / f"state{round_}")
         db.execute(DDL)
         db.ingest("t", epoch_batch(1))

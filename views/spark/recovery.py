@@ -20,18 +20,24 @@ import shutil
 from typing import TYPE_CHECKING
 
 from ivm import faults
-from ivm.storage.partitions import roll_back_ahead, stray_directories
+from ivm.storage.partitions import (
+    remove_empty_table_directories,
+    roll_back_ahead,
+    stray_directories,
+)
 
 if TYPE_CHECKING:
     from ivm.views.spark.engine import SparkEngine
 
 
 def recover(engine: SparkEngine) -> None:
-    """Roll back every partition that applied an epoch the driver did not commit."""
+    """Roll back every partition that applied an epoch the driver did not commit (one that
+    epoch made is removed, with the table directories left empty)."""
     for directory in (engine.root / "tables", engine.root / "views"):
         for file in sorted(directory.glob("**/part-*.duckdb")):
             if roll_back_ahead(file, engine.session.epoch):
                 faults.reached("spark.rolled_back")
+    remove_empty_table_directories(engine.root)
 
 
 def remove_strays(engine: SparkEngine) -> None:
