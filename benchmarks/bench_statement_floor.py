@@ -7,7 +7,8 @@ aggregate. This prints the median wall time of the statement shapes an epoch is
 made of, over a 2-row Arrow batch and small tables, and the parts of one aggregate
 step as DuckDB's own profiler reports them (binding, optimizer, physical planning,
 operators). Multiply by the statements of an epoch (``db.explain(view,
-analyze=True)`` counts them) for the least an epoch can cost on this stack.
+analyze=True)`` counts them) for the least an epoch can cost on this stack. Last, the
+least a durable epoch's transaction costs on a database file (``durable_epochs``).
 
     .venv/bin/python benchmarks/bench_statement_floor.py [--repeats 60]
 """
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+from durable_epochs import DurableEpochs
 from rich.console import Console
 from rich.table import Table
 
@@ -124,6 +126,19 @@ def main() -> None:
     for part, ms in profiled(con, STEP).items():
         parts.add_row(part, f"{ms:.2f}")
     console.print(parts)
+    epochs = Table(title="a durable epoch, no view work (median wall time, ms)")
+    epochs.add_column("transaction")
+    times: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for where in (Path(folder), None):
+            epochs.add_column("database file" if where else "in memory", justify="right")
+            durable = DurableEpochs(where)
+            for name, run in durable.shapes().items():
+                times.setdefault(name, []).append(median_ms(run, args.repeats))
+            durable.close()
+    for name, ms in times.items():
+        epochs.add_row(name, *(f"{t:.2f}" for t in ms))
+    console.print(epochs)
 
 
 if __name__ == "__main__":
