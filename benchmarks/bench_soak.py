@@ -10,7 +10,8 @@ its size), and a few rows of every other table. Every ``--reopen-every`` epochs 
 session is closed and reopened, and every table and view is checked against DuckDB
 recomputing it over an independent copy of the tables (``soak_oracle``); also at the
 end. Printed per reopen: throughput (changed rows per second of ``ingest``), the median
-epoch time of the stretch, the resident set of the process tree and the state's bytes
+epoch time of the stretch (wall and CPU: the process's CPU seconds, which other jobs on
+the machine change little), the resident set of the process tree and the state's bytes
 on disk (the directory after ``close``; beside it, the bytes of the DuckDB file in free
 blocks, which DuckDB reuses but gives back only at the file's end, and ``db.stats()``'s
 estimate of trace bytes). At the end: the state against a fresh load of the same live
@@ -65,6 +66,9 @@ class Stretch:
     state_bytes: int
     trace_bytes: int
     free_bytes: int = 0
+    cpu_seconds: list[float] = field(default_factory=list)
+    """Each epoch's CPU seconds (the process's, DuckDB's threads included): unlike its wall
+    time, about the same on a machine other jobs share."""
 
 
 @dataclass
@@ -148,19 +152,21 @@ def soak(
     result.load_seconds = time.perf_counter() - start
     oracle.apply(first)
     seconds: list[float] = []
+    cpu: list[float] = []
     rows = 0
     for epoch in range(2, epochs + 1):
         batches = workload.next()
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         db.ingest(batches)
         seconds.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - cpu_start)
         rows += changed_rows(batches)
         oracle.apply(batches)
         sampler.take(db, epoch, "epoch", time.perf_counter())
         if epoch % reopen_every == 0 or epoch == epochs:
             db.close()
             sampler.take(None, epoch, "closed", time.perf_counter())
-            stretch = Stretch(epoch, seconds, rows, 0, directory_bytes(state), 0)
+            stretch = Stretch(epoch, seconds, rows, 0, directory_bytes(state), 0, 0, cpu)
             file_bytes = database_file_bytes(state)
             db = mode.connect(state)
             sampler.take(db, epoch, "reopened", time.perf_counter())
@@ -172,7 +178,7 @@ def soak(
             result.stretches.append(stretch)
             if report:
                 report(stretch)
-            seconds, rows = [], 0
+            seconds, cpu, rows = [], [], 0
     db.close()
     sampler.close()
     if fresh:
@@ -238,7 +244,10 @@ def summary(result: SoakResult, wall: float) -> list[str]:
         f"({total_rows / total_seconds:,.0f} rows/s); wall {wall:.0f} s",
         f"epoch median: first stretch {statistics.median(first.seconds) * 1000:.1f} ms, "
         f"last {statistics.median(last.seconds) * 1000:.1f} ms "
-        f"({statistics.median(last.seconds) / statistics.median(first.seconds):.2f}x)",
+        f"({statistics.median(last.seconds) / statistics.median(first.seconds):.2f}x); "
+        f"CPU {statistics.median(first.cpu_seconds) * 1000:.1f} ms, last "
+        f"{statistics.median(last.cpu_seconds) * 1000:.1f} ms "
+        f"({statistics.median(last.cpu_seconds) / statistics.median(first.cpu_seconds):.2f}x)",
         f"RSS after warm-up: {_mb(warm[0])} -> {_mb(warm[-1])} (max {_mb(max(warm))}, "
         f"{max(warm) / warm[0]:.2f}x)",
     ]
@@ -304,7 +313,8 @@ def main() -> None:
 
     def report(s: Stretch) -> None:
         print(f"epoch {s.last_epoch:5d}: {s.rows / sum(s.seconds):9,.0f} rows/s, epoch median "
-              f"{statistics.median(s.seconds) * 1000:7.1f} ms (max {max(s.seconds) * 1000:.0f}), "
+              f"{statistics.median(s.seconds) * 1000:7.1f} ms (max {max(s.seconds) * 1000:.0f}; "
+              f"CPU {statistics.median(s.cpu_seconds) * 1000:.1f} ms), "
               f"RSS {_mb(s.rss)}, state {_mb(s.state_bytes)} ({_mb(s.free_bytes)} free, "
               f"traces {_mb(s.trace_bytes)}), "
               f"exact; load average {os.getloadavg()[0]:.1f}", flush=True)
