@@ -230,6 +230,12 @@ def _mb(count: int) -> str:
     return f"{count / 2**20:,.1f} MB"
 
 
+def per_1k(stretch: Stretch) -> float:
+    """The stretch's CPU milliseconds per thousand changed rows: the epochs' batch sizes
+    are drawn, so a stretch's median epoch moves with its draws; this does not."""
+    return sum(stretch.cpu_seconds) * 1e6 / max(stretch.rows, 1)
+
+
 def summary(result: SoakResult, wall: float) -> list[str]:
     """The closing lines: totals, the first and last stretches' epoch times, RSS after
     warm-up, the state against the fresh load."""
@@ -247,7 +253,9 @@ def summary(result: SoakResult, wall: float) -> list[str]:
         f"({statistics.median(last.seconds) / statistics.median(first.seconds):.2f}x); "
         f"CPU {statistics.median(first.cpu_seconds) * 1000:.1f} ms, last "
         f"{statistics.median(last.cpu_seconds) * 1000:.1f} ms "
-        f"({statistics.median(last.cpu_seconds) / statistics.median(first.cpu_seconds):.2f}x)",
+        f"({statistics.median(last.cpu_seconds) / statistics.median(first.cpu_seconds):.2f}x); "
+        f"CPU per 1k changed rows: first {per_1k(first):.0f} ms, last {per_1k(last):.0f} ms "
+        f"({per_1k(last) / per_1k(first):.2f}x)",
         f"RSS after warm-up: {_mb(warm[0])} -> {_mb(warm[-1])} (max {_mb(max(warm))}, "
         f"{max(warm) / warm[0]:.2f}x)",
     ]
@@ -314,7 +322,8 @@ def main() -> None:
     def report(s: Stretch) -> None:
         print(f"epoch {s.last_epoch:5d}: {s.rows / sum(s.seconds):9,.0f} rows/s, epoch median "
               f"{statistics.median(s.seconds) * 1000:7.1f} ms (max {max(s.seconds) * 1000:.0f}; "
-              f"CPU {statistics.median(s.cpu_seconds) * 1000:.1f} ms), "
+              f"CPU {statistics.median(s.cpu_seconds) * 1000:.1f} ms, {per_1k(s):.0f} ms per 1k "
+              f"rows), "
               f"RSS {_mb(s.rss)}, state {_mb(s.state_bytes)} ({_mb(s.free_bytes)} free, "
               f"traces {_mb(s.trace_bytes)}), "
               f"exact; load average {os.getloadavg()[0]:.1f}", flush=True)
