@@ -407,7 +407,14 @@ _RENDERERS = {
 
 MODES = ("one", "one", "one", "one", "several", "several", "empty", "clear")
 """How an epoch is shaped: mostly one table; sometimes several tables at once, an
-empty batch, or a table emptied (and maybe refilled)."""
+empty batch, or a table emptied (and maybe refilled). ``"all"`` (in no default) changes
+every table, one in four of them emptied first (and maybe refilled): for a session of many
+views over many tables (a fused Spark-mode test), where an epoch of one table would leave
+most views unchanged."""
+
+FUSED_MODES = ("all",)
+"""Epoch shapes for a session of many views over many tables (a Spark epoch costs seconds:
+each should change every view)."""
 
 
 def _draw_row(draw: Any, spec: TableSpec, domains: Mapping[str, Sequence[Any]],
@@ -476,15 +483,18 @@ def epoch_strategy(
     """One epoch's changes, valid against ``contents`` (table -> current rows)."""
     names = list(specs)
     mode = draw(st.sampled_from(modes))
-    if mode == "several" and len(names) > 1:
+    if mode == "all":
+        chosen = names
+    elif mode == "several" and len(names) > 1:
         chosen = draw(st.lists(st.sampled_from(names), min_size=2, max_size=len(names),
                                unique=True))
     else:
         chosen = [draw(st.sampled_from(names))]
     changes = []
     for name in chosen:
+        clear = mode == "clear" or (mode == "all" and draw(st.integers(0, 3)) == 0)
         ops = [] if mode == "empty" else _draw_ops(
-            draw, specs[name], list(contents[name]), domains[name], mode == "clear", max_ops)
+            draw, specs[name], list(contents[name]), domains[name], clear, max_ops)
         fmt = draw(st.sampled_from(FORMATS))
         changes.append(TableChange(name, tuple(ops), fmt, draw(st.integers(0, 999))))
     single = len(changes) == 1 and draw(st.booleans())

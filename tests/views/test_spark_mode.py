@@ -1,7 +1,7 @@
 """Spark mode (API.md, Spark): exactly-once tasks, failed epochs, the Spark SQL catalog,
 Spark DataFrame batches, and its errors. Every scripted epoch is checked by the oracle
 harness against DuckDB's recomputation; the random constructs run in
-tests/test_sql_constructs.py (``test_construct_on_spark``).
+tests/test_sql_constructs.py (``test_constructs_on_spark``).
 """
 
 from __future__ import annotations
