@@ -70,6 +70,10 @@ POINTS: dict[str, str] = {
     "snapshot.array": "an array file of a snapshot about to be written",
     "snapshot.manifest": "a snapshot's manifest written, before the rename",
     "snapshot.renamed": "the snapshot renamed into place",
+    # closing: the state file rewritten when its free blocks have grown
+    "file.copy": "a sparse state file's copy attached, its COPY FROM DATABASE about to run",
+    "file.copied": "the copy complete and detached, the state's connection still open",
+    "file.flushed": "the connection closed and the copy flushed, before its rename",
     # Spark mode, on the driver
     "spark.epoch": "an epoch's ticket issued (the fence moved to it), before any task ran",
     "spark.collected": "the epoch's Spark job done (each partition it touched applied the "

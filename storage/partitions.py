@@ -36,6 +36,7 @@ from pathlib import Path
 
 import duckdb
 
+from ivm.storage.file_rewrite import copy_if_sparse, install_copy, remove_leftover_copy
 from ivm.storage.memory import spill_directory
 from ivm.storage.results import fetch_first
 from ivm.storage.sqltext import WEIGHT, quote
@@ -341,6 +342,19 @@ def roll_back_ahead(file: Path, committed: int) -> bool:
     if first:
         for made in (file, file.with_name(file.name + ".wal")):
             made.unlink(missing_ok=True)
+    return True
+
+
+def rewrite_if_sparse(file: Path) -> bool:
+    """Rewrite partition ``file`` if its free blocks have grown (``ivm.storage.file_rewrite``:
+    copied while attached, the copy renamed over it once detached); True if it was. Only
+    where no task can hold the file: the driver, at a clean close (the fence closed)."""
+    remove_leftover_copy(file)
+    with attached_partition(file) as con:
+        copy = copy_if_sparse(con, file)
+    if copy is None:
+        return False
+    install_copy(copy, file)
     return True
 
 

@@ -229,6 +229,9 @@ class EmbeddedEngine:
             s._unregister_batches()
         return changed
 
+    def closing(self) -> None:
+        """Nothing: the state file itself is rewritten as it closes (``views.state_file``)."""
+
     def compact(self) -> None:
         """Compact the traces that are due (after the epoch committed: a failure warns)."""
         s = self.session

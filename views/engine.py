@@ -106,6 +106,11 @@ class Engine(Protocol):
         """After an epoch committed: compact the traces that are due."""
         ...
 
+    def closing(self) -> None:
+        """At a clean close, before the state's connection closes (Spark: the partition
+        files written since the open rewritten if their free blocks have grown)."""
+        ...
+
     # -- reads -------------------------------------------------------------------------------
 
     def read(self, name: str) -> pa.Table:

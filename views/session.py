@@ -62,7 +62,7 @@ from ivm.views.read_queries import check_read_query
 from ivm.views.recompute import recompute_fraction_property
 from ivm.views.resources import held_bytes, memory_limit_property, release_memory, settle
 from ivm.views.saved_indexes import SavedIndexes
-from ivm.views.state_file import claim, open_state, release, settle_settings
+from ivm.views.state_file import claim, close_state, open_state, release, settle_settings
 from ivm.views.surface import Surface
 from ivm.views.table_codec import table_from_json
 from ivm.views.transaction import Transaction, run_all
@@ -329,10 +329,11 @@ class Session(Surface, Ddl, Ingest, ViewState, Names):
                 run_all(self._on_close_actions)  # servers stop (views.serving)
                 if self._ready:
                     self._saved.save()
+                    self._engine.closing()  # Spark: sparse partition files rewritten
             finally:
                 try:
                     self._reads.close()
-                    self._con.close()
+                    close_state(self._con, self._state_file if self._ready else None)
                 finally:
                     release(self._state_file)
                     release_memory(self)

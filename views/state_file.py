@@ -10,6 +10,10 @@ process by the set of states held, and in another (on any host sharing the
 directory) by the lock file ``<state file>.lock`` (``ivm.storage.state_lock``),
 taken before DuckDB opens anything, whose refusal names the holder.
 
+A state file that closes with a quarter or more of it free blocks (DuckDB reuses them but
+never gives them back) is rewritten as it closes (``close_state``,
+``ivm.storage.file_rewrite``); a copy a crash left half made is removed at the next open.
+
 The DuckDB settings a view's SQL evaluates under are kept with the state and
 given to the session's connection when it opens (``settle_settings``).
 """
@@ -25,6 +29,7 @@ import duckdb
 from ivm import faults
 from ivm.errors import IvmError, StateError
 from ivm.storage.catalog import Catalog
+from ivm.storage.file_rewrite import copy_if_sparse, install_copy, remove_leftover_copy
 from ivm.storage.memory import MemoryBudget, spill_directory
 from ivm.storage.settings import SettingsError, applied, apply, canonical, current
 from ivm.storage.state_lock import StateLock
@@ -83,12 +88,27 @@ def open_state(file: Path | None, budget: MemoryBudget) -> duckdb.DuckDBPyConnec
         return connection
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
+        remove_leftover_copy(file)  # a rewrite a crash cut short (ivm.storage.file_rewrite)
         connection = duckdb.connect(str(file))
         budget.configure(connection, f"{file}.tmp")
     except (OSError, duckdb.Error) as error:
         raise StateError(f"cannot open state at {file}: {error}") from error
     faults.reached("open.connected")
     return connection
+
+
+def close_state(con: duckdb.DuckDBPyConnection, file: Path | None) -> None:
+    """Close the state's connection; a state file (``file``: None when in memory, or when
+    the session never finished opening) whose free blocks have grown is rewritten first
+    (``ivm.storage.file_rewrite``: copied while open, the copy renamed over it once closed)."""
+    copy = None
+    try:
+        if file is not None:
+            copy = copy_if_sparse(con, file)
+    finally:
+        con.close()
+    if copy is not None and file is not None:
+        install_copy(copy, file)
 
 
 def settle_settings(

@@ -20,7 +20,7 @@ from soak_workload import Scale, Workload
 
 import ivm
 from ivm import faults
-from ivm.storage import traces
+from ivm.storage import file_rewrite, traces
 
 SCALE = Scale(customers=40, products=12, orders=300, quotes_per_epoch=4, live_quotes=40,
               batch_sizes=(30, 60))
@@ -90,6 +90,8 @@ def serve() -> None:
             try:
                 # compaction due after a few small epochs (it needs 50k rows otherwise)
                 traces.COMPACT_MIN_ROWS, traces.COMPACT_FRACTION = 1, 0.05
+                # and the state file rewritten at every close, however few blocks are free
+                file_rewrite.REWRITE_MIN_BYTES, file_rewrite.REWRITE_FREE_SHARE = 0, 0.0
                 faults.arm(request["point"], "kill", request.get("at", 1))
                 script(request["state"], request["progress"])
                 os._exit(3)  # not reached

@@ -6,8 +6,9 @@ ivm writes, under ``ivm.connect(path)``'s ``path`` (``views.state_file``,
 
 * ``ivm.duckdb``, the catalog, epoch and (embedded) every trace; while a session is
   open also ``ivm.duckdb.wal`` (DuckDB's log), ``ivm.duckdb.tmp/`` (where DuckDB spills)
-  and ``ivm.duckdb.lock`` (``ivm.storage.state_lock``), none of which a clean close
-  leaves;
+  and ``ivm.duckdb.lock`` (``ivm.storage.state_lock``), and while a close rewrites a
+  sparse file ``ivm.duckdb.rewrite`` (``ivm.storage.file_rewrite``), none of which a clean
+  close leaves;
 * embedded, after a clean close: ``ivm.duckdb.memory/`` (the saved indexes: a
   ``manifest.json`` and numbered ``.npy`` arrays), written as ``ivm.duckdb.memory.new-<pid>/``
   and renamed into place;

@@ -46,7 +46,7 @@ from state_files import assert_clean, unexpected_files
 
 import ivm
 from ivm import faults
-from ivm.storage import traces
+from ivm.storage import file_rewrite, traces
 
 pytestmark = pytest.mark.xdist_group("faults")
 """Under xdist, one worker runs the module: its module-scoped fixtures are made once."""
@@ -95,12 +95,16 @@ POINTS: dict[str, tuple[str, tuple[str, ...], int]] = {
     "snapshot.array": (AFTER, DEFAULT_VIEWS, 3),
     "snapshot.manifest": (AFTER, DEFAULT_VIEWS, 1),
     "snapshot.renamed": (AFTER, DEFAULT_VIEWS, 1),
+    "file.copy": (AFTER, DEFAULT_VIEWS, 1),
+    "file.copied": (AFTER, DEFAULT_VIEWS, 1),
+    "file.flushed": (AFTER, DEFAULT_VIEWS, 1),
 }
 
 SAMPLE = (
     "open.connected", "snapshot.taken", "transaction.begun", "ddl.manifest", "checks.rules",
     "operator:join", "trace.append", "commit.before", "commit.after", "arrangement.merge",
     "row_index.applied", "time_index.update", "compaction.commit", "snapshot.array",
+    "file.copied",
 )
 """The points ``make test`` kills at: one of every kind, the snapshot's at open and at
 close, and COMMIT's both sides (``test_the_sample_covers_every_kind`` keeps it so)."""
@@ -360,6 +364,32 @@ def test_a_full_disk_while_compacting_warns_and_keeps_the_epoch(
     assert_clean(state, relations)
 
 
+@pytest.mark.parametrize("point", sampled(["file.copy", "file.flushed"], ("file.copy",)))
+def test_a_full_disk_while_rewriting_the_state_file_warns_and_keeps_it(
+    tmp_path: Path, armed: None, point: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = tmp_path / "state"
+    create_state(state, DEFAULT_VIEWS)
+    monkeypatch.setattr(file_rewrite, "REWRITE_MIN_BYTES", 0)  # every close rewrites
+    monkeypatch.setattr(file_rewrite, "REWRITE_FREE_SHARE", 0.0)
+    drawn, oracle = fault_child.workload(1), oracle_at(1)
+    db = ivm.connect(str(state))
+    batches = drawn.next()
+    db.ingest(batches)
+    oracle.apply(batches)
+    inode = (state / "ivm.duckdb").stat().st_ino
+    faults.arm(point, "enospc")
+    with pytest.warns(ivm.IvmWarning, match="could not .*state file.*No space left"):
+        db.close()
+    faults.disarm()
+    assert (state / "ivm.duckdb").stat().st_ino == inode  # kept, not replaced
+    assert_clean(state)
+    with ivm.connect(str(state)) as db:
+        assert db.epoch == 2
+        check_exact(db, oracle, f"after ENOSPC at {point}", {n: VIEWS[n] for n in DEFAULT_VIEWS})
+    assert (state / "ivm.duckdb").stat().st_ino != inode  # this close rewrote it
+
+
 def test_fault_points_are_named_and_armed_only_by_name(armed: None) -> None:
     with pytest.raises(ValueError, match="unknown fault point"):
         faults.arm("no.such.point")
@@ -380,7 +410,8 @@ def test_leftovers_in_a_closed_state_are_reported(tmp_path: Path) -> None:
     kept = ["ivm.duckdb", "fence", "ivm.duckdb.memory/manifest.json", "ivm.duckdb.memory/0.npy",
             "tables/t1-orders/table/part-00000.duckdb",
             "views/v3-by%20region/join-0123456789ab/part-00002.duckdb"]
-    left = ["ivm.duckdb.wal", "ivm.duckdb.lock", "fence.next", "ivm.duckdb.memory.new-7/0.npy",
+    left = ["ivm.duckdb.wal", "ivm.duckdb.lock", "ivm.duckdb.rewrite", "fence.next",
+            "ivm.duckdb.memory.new-7/0.npy",
             "ivm.duckdb.tmp/spill.block", "spool/abc/part-00000.arrow",
             "tables/t1-orders/table/part-00000.duckdb.wal", "views/v4-extra/x/part-00000.duckdb"]
     for name in [*kept, *left]:
@@ -388,7 +419,8 @@ def test_leftovers_in_a_closed_state_are_reported(tmp_path: Path) -> None:
         (tmp_path / name).write_text("")
     found = unexpected_files(tmp_path, ["orders", "by region"])
     tops = {line.split(" ")[0] for line in found}
-    assert tops == {"ivm.duckdb.wal", "ivm.duckdb.lock", "fence.next", "ivm.duckdb.memory.new-7",
+    assert tops == {"ivm.duckdb.wal", "ivm.duckdb.lock", "ivm.duckdb.rewrite", "fence.next",
+                    "ivm.duckdb.memory.new-7",
                     "ivm.duckdb.tmp", "spool/abc", "tables/t1-orders/table/part-00000.duckdb.wal",
                     "views/v4-extra", "views/v4-extra/x"}, found
     (tmp_path / "tables/t2-orders/table").mkdir(parents=True)

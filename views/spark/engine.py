@@ -31,6 +31,7 @@ are named by their operator's fingerprint, so a rebuilt view never reads another
 from __future__ import annotations
 
 import shutil
+import time
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -105,6 +106,7 @@ class SparkEngine:
         # Stages by the circuit (or table schema) object they were cut from: a view
         # replaced or a DDL rolled back leaves a stale entry, never a wrong one.
         self._stages: dict[int, tuple[object, list[Stage]]] = {}
+        self.opened_at = 0.0  # when the session opened (``opening``)
 
     @property
     def root(self) -> Path:
@@ -137,6 +139,7 @@ class SparkEngine:
 
     def opening(self) -> None:
         """Recover partitions a dead driver left ahead (before rebuilds run)."""
+        self.opened_at = time.time()  # files written after it are checked at close
         write_fence(self.root, "opened")  # no task of an earlier session may write now
         self.recover()
         recovery.remove_strays(self)
@@ -299,6 +302,11 @@ class SparkEngine:
 
     def compact(self) -> None:
         """Partitions compact their own traces in their tasks; the driver holds none."""
+
+    def closing(self) -> None:
+        """Rewrite the partition files written since the open whose free blocks have grown
+        (``views.spark.recovery``); no task writes once an epoch closed the fence."""
+        recovery.rewrite_sparse(self, self.opened_at)
 
     def _run_epoch(self, frames: dict[str, DataFrame | None], ticket: Ticket) -> dict[str, str]:
         """Run the epoch as one Spark job; returns the changed views' changes (temp tables)."""
