@@ -18,6 +18,12 @@ A sample's columns (bytes unless named otherwise):
 * ``free``: glibc's free bytes inside its heap arenas (``mallinfo2``'s ``fordblks``):
   memory freed by the program but not given back to the system, fragmentation's
   measure;
+* ``glibc_used``: the bytes glibc's ``malloc`` has handed out and not had back (its
+  arenas' ``uordblks`` and its own mappings' ``hblkhd``): numpy's arrays, DuckDB's
+  ``new``, Python's large objects;
+* ``jemalloc``: the resident bytes of DuckDB's own allocator (jemalloc, linked into
+  DuckDB's library under the prefix ``duckdb_je_``; ``stats.resident``), every DuckDB
+  database of the process together (the session's, the oracle's);
 * ``full_gcs``: how many full (generation 2) collections Python's cyclic collector has
   run so far (what is freed only by it, objects in reference cycles, waits for one).
 
@@ -59,6 +65,8 @@ class Sample:
     oracle: int
     state: int
     free: int
+    glibc_used: int
+    jemalloc: int
     full_gcs: int
 
 
@@ -83,6 +91,40 @@ def malloc_free_bytes() -> int:
         return 0
     function.restype = _MallInfo2
     return int(function().fordblks)
+
+
+def malloc_used_bytes() -> int:
+    """The bytes glibc's ``malloc`` has handed out (0 where ``mallinfo2`` is missing)."""
+    function = getattr(LIBC, "mallinfo2", None)
+    if function is None:
+        return 0
+    function.restype = _MallInfo2
+    info = function()
+    return int(info.uordblks + info.hblkhd)
+
+
+def _duckdb_mallctl() -> Any:
+    """DuckDB's jemalloc ``mallctl`` (None where its library has none)."""
+    try:
+        import _duckdb
+        return getattr(ctypes.CDLL(_duckdb.__file__), "duckdb_je_mallctl", None)
+    except (ImportError, OSError):
+        return None
+
+
+MALLCTL = _duckdb_mallctl()
+
+
+def jemalloc_resident() -> int:
+    """The resident bytes of DuckDB's jemalloc, refreshed (0 where it is not linked)."""
+    if MALLCTL is None:
+        return 0
+    epoch, value = ctypes.c_uint64(1), ctypes.c_size_t(0)
+    MALLCTL(b"epoch", None, None, ctypes.byref(epoch), ctypes.c_size_t(8))
+    size = ctypes.c_size_t(ctypes.sizeof(value))
+    if MALLCTL(b"stats.resident", ctypes.byref(value), ctypes.byref(size), None, 0) != 0:
+        return 0
+    return int(value.value)
 
 
 def malloc_trim() -> None:
@@ -158,8 +200,8 @@ class Sampler:
             epoch, phase, round(now - self._started, 3), tree_rss(), process_rss(),
             python_bytes(), pa.total_allocated_bytes(),
             duckdb_bytes(db._con) if own else 0, duckdb_bytes(self._oracle),
-            held_bytes(db) if open_db else 0, malloc_free_bytes(),
-            gc.get_stats()[2]["collections"],
+            held_bytes(db) if open_db else 0, malloc_free_bytes(), malloc_used_bytes(),
+            jemalloc_resident(), gc.get_stats()[2]["collections"],
         )
         self.samples.append(sample)
         if self._writer and self._file:
@@ -176,7 +218,8 @@ class Sampler:
 def growth_table(samples: list[Sample], phase: str, every: int) -> list[str]:
     """Lines of a text table: each part at every ``every``-th epoch's ``phase`` sample."""
     rows = [s for s in samples if s.phase == phase and s.epoch % every == 0]
-    names = ("rss", "driver_rss", "python", "arrow", "duckdb", "oracle", "state", "free")
+    names = ("rss", "driver_rss", "python", "arrow", "duckdb", "oracle", "state", "free",
+             "glibc_used", "jemalloc")
     lines = ["epoch  " + " ".join(f"{n:>10s}" for n in names)]
     for s in rows:
         lines.append(f"{s.epoch:5d}  " + " ".join(

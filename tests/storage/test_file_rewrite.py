@@ -1,6 +1,9 @@
 """A state file closed with many free blocks is rewritten (``ivm.storage.file_rewrite``):
 smaller, with no free blocks, the same state when reopened, and exact epochs after it; a
-file with few free blocks is left alone; a copy a crash left is removed at the next open."""
+file with few free blocks is left alone; a copy a crash left is removed at the next open;
+a full disk during the rewrite warns and keeps the file. Spark mode: the partition files
+written since the open are rewritten as the session closes. (kill -9 during a rewrite:
+``tests/views/test_faults.py``, points ``file.*``.)"""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import pyarrow as pa
 import pytest
 
 import ivm
+from ivm import faults
 from ivm.storage import file_rewrite
 
 DDL = "CREATE TABLE t (k BIGINT PRIMARY KEY, g BIGINT, note VARCHAR)"
@@ -110,6 +114,31 @@ def test_a_copy_left_by_a_crash_is_removed_at_open(tmp_path: Path) -> None:
     with ivm.connect(tmp_path / "state") as db:
         assert not copy.exists() and not copy.with_name(copy.name + ".wal").exists()
         assert_exact(db)
+
+
+@pytest.mark.parametrize("point", ["file.copy", "file.flushed"])
+def test_a_full_disk_while_rewriting_warns_and_keeps_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, point: str
+) -> None:
+    state, file = tmp_path / "state", tmp_path / "state" / "ivm.duckdb"
+    churned_state(state)
+    monkeypatch.setattr(file_rewrite, "REWRITE_MIN_BYTES", 0)  # every close rewrites
+    monkeypatch.setattr(file_rewrite, "REWRITE_FREE_SHARE", 0.0)
+    db = ivm.connect(state)
+    db.ingest("t", rows(np.arange(ROWS, ROWS + 100), 1))
+    inode = file.stat().st_ino
+    faults.arm(point, "enospc")
+    try:
+        with pytest.warns(ivm.IvmWarning, match="could not .*state file.*No space left"):
+            db.close()
+    finally:
+        faults.disarm()
+    assert file.stat().st_ino == inode  # kept, not replaced
+    assert sorted(p.name for p in state.iterdir()) == ["ivm.duckdb", "ivm.duckdb.memory"]
+    with ivm.connect(state) as db:
+        assert db.epoch == 8
+        assert_exact(db)
+    assert file.stat().st_ino != inode  # this close rewrote it
 
 
 def test_spark_partition_files_written_since_the_open_are_rewritten_at_close(
