@@ -71,7 +71,12 @@ def sparse(con: duckdb.DuckDBPyConnection) -> bool:
 def copy_if_sparse(con: duckdb.DuckDBPyConnection, file: Path) -> Path | None:
     """If ``con``'s database (file ``file``, no transaction open) is sparse, copy it to
     ``copy_path(file)`` and return that path; else, or if the copy fails (warned), None."""
-    con.execute("CHECKPOINT").fetchall()  # what the log holds, into the blocks counted
+    try:
+        con.execute("CHECKPOINT").fetchall()  # what the log holds, into the blocks counted
+    except duckdb.Error as error:  # a full disk: the log stays, replayed at the next open
+        warnings.warn(f"ivm: could not checkpoint the state file {file} at close (its log "
+                      f"is replayed at the next open): {error}", IvmWarning, stacklevel=4)
+        return None
     if not sparse(con):
         return None
     copy = copy_path(file)
