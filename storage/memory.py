@@ -35,8 +35,6 @@ by the tasks that machine runs at once (one per core).
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import functools
 import itertools
 import os
@@ -46,7 +44,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import duckdb
-import pyarrow as pa
 
 from ivm.errors import IvmError, ResourceError
 from ivm.storage.sqltext import quote
@@ -276,23 +273,3 @@ __all__ = [
     "spill_directory",
     "task_default_limit",
 ]
-
-
-@functools.cache
-def _trim() -> Callable[[int], int] | None:
-    """glibc's ``malloc_trim``, or None where the C library has no such call."""
-    name = ctypes.util.find_library("c")
-    return getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
-
-
-def return_freed_pages() -> None:
-    """Ask Arrow's memory pool and glibc to give back to the system the pages they hold
-    free. Arrow's pool (mimalloc or jemalloc) keeps freed pages for reuse: ≈47 MB after
-    40 epochs of the soak. What Python and numpy free stays resident otherwise, as holes in
-    the heap that only the heap's top can return (the soak's grew by ≈60 MB every 100
-    epochs), unless glibc is asked (``malloc_trim(0)``; a no-op where the C library has no
-    such call: musl, macOS)."""
-    pa.default_memory_pool().release_unused()
-    trim = _trim()
-    if trim is not None:
-        trim(0)

@@ -28,11 +28,11 @@ import pyarrow as pa
 
 from ivm.errors import IvmError, ResourceError
 from ivm.operators.base import SavedMemory
+from ivm.storage.heap import return_freed_pages
 from ivm.storage.memory import (
     APPLY_BYTES_PER_ROW,
     MemoryBudget,
     describe,
-    return_freed_pages,
     rows_bytes,
     variable_bytes_sql,
     width,

@@ -42,6 +42,7 @@ from ivm.sql_frontend.planner import plan_query
 from ivm.sql_frontend.positions import TEXT_START, Origin
 from ivm.sql_frontend.statements import parse_script
 from ivm.storage.catalog import Catalog, CatalogError
+from ivm.storage.heap import keep_large_blocks_mapped
 from ivm.storage.manifest import Manifest
 from ivm.storage.memory import MemoryBudget
 from ivm.storage.naming import TableNames
@@ -86,6 +87,7 @@ class Session(Surface, Ddl, Ingest, ViewState, Names):
         self.path = Path(path) if path is not None else None
         self._lock = threading.RLock()  # one call at a time changes the session
         self._budget = MemoryBudget(memory_limit)  # DuckDB's and the state's memory
+        keep_large_blocks_mapped()  # freed arrays go back to the system (ivm.storage.heap)
         self._state_file = claim(self.path)  # before anything: refused at once if held
         self._closed = False
         self._ready = False  # opened whole: only then are its indexes saved at close

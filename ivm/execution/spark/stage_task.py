@@ -34,6 +34,7 @@ from ivm.execution.spark.wire import arrow_schema, conform, from_wire_sql, to_wi
 from ivm.operators.base import Operator
 from ivm.plan.sql import consolidate_sql, empty_relation
 from ivm.schema import Schema, TableSchema, quote
+from ivm.storage.heap import keep_large_blocks_mapped
 from ivm.storage.memory import task_default_limit
 from ivm.storage.naming import FINGERPRINT_CHARS
 from ivm.storage.partitions import (
@@ -89,7 +90,9 @@ CONTENTS_TRACE = NAMES.relation_trace(CONTENTS)
 def configure(con: duckdb.DuckDBPyConnection, ticket: Ticket) -> None:
     """Settings every task shares with the driver: those the state evaluates under (its
     time zone…, whatever the executor's ``TZ``), one thread (Spark already runs one
-    task per core), and the memory its DuckDB may use (``ivm.storage.memory``)."""
+    task per core), and the memory its DuckDB may use (``ivm.storage.memory``); the
+    worker's heap keeps large blocks mapped (``ivm.storage.heap``)."""
+    keep_large_blocks_mapped()  # the Python worker's heap (ivm.storage.heap)
     limit = ticket.memory_limit or task_default_limit()
     apply(con, {**dict(ticket.settings), "threads": "1", "memory_limit": f"{limit}B"})
 
