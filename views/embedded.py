@@ -38,6 +38,7 @@ from ivm.plan.sql import consolidate_sql
 from ivm.schema import TableSchema, quote
 from ivm.storage.manifest import Manifest, TraceEntry
 from ivm.storage.sqltext import unquote
+from ivm.storage.threads import one_thread_if_small, thread_count
 from ivm.storage.traces import create_reader, create_trace
 from ivm.views.batches import normalize_batch
 from ivm.views.definitions import ViewDef
@@ -69,6 +70,7 @@ class EmbeddedEngine:
     def __init__(self, session: Session) -> None:
         self.session = session
         self.failure: Any = None  # Spark mode's test hook; nothing fails here
+        self._threads: int | None = None  # DuckDB's threads outside epochs, read at the first
 
     # -- opening -----------------------------------------------------------------------------
 
@@ -209,8 +211,14 @@ class EmbeddedEngine:
         the batches and the views' changes must fit in the session's memory limit)."""
         s = self.session
         check_batches(s, batches)
+        if self._threads is None:
+            self._threads = thread_count(s._con)
+        rows = sum(b.num_rows for b in batches.values() if isinstance(b, pa.Table))
         try:
-            with s._transaction(ExecutionError):
+            with (
+                one_thread_if_small(s._con, rows, self._threads),  # ivm.storage.threads
+                s._transaction(ExecutionError),
+            ):
                 changed = s._apply(batches, upsert, direct=True)
                 check_changes(s, changed)
                 s._advance_epoch(changed)
