@@ -109,6 +109,7 @@ class Ddl(_Base):
                 f"cannot drop {name!r}: view(s) {names} read it; drop them first, "
                 f"or DROP {statement.kind} {name} CASCADE to drop them too"
             )
+        self._records.write_held(self._con, self._on_commit, self._on_rollback)
         for dependent in reversed(dependents):
             self._remove(dependent.name)
             relation_times.forget(self._con, dependent.name)  # its epochs' record goes too
@@ -122,6 +123,7 @@ class Ddl(_Base):
         for dependent in reversed(dependents):
             self._remove(dependent.name)
         self._remove(name)
+        self._records.write_held(self._con, self._on_commit, self._on_rollback)
         relation_times.forget(self._con, name)  # a new definition: its own epochs' record
         create()
         for dependent in dependents:

@@ -1,10 +1,13 @@
 """The epochs' history kept in the state: each epoch's number, its time and when it
 committed, for ``ivm status`` and anyone reading the state later (times measured up to
-the commit; the last ``KEPT`` epochs are kept)."""
+the commit; the last ``KEPT`` epochs are kept; written some epochs at a time,
+``views.epoch_records``)."""
 
 from __future__ import annotations
 
+import datetime
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -35,12 +38,22 @@ def create(con: duckdb.DuckDBPyConnection) -> None:
     ).fetchall()
 
 
-def record(con: duckdb.DuckDBPyConnection, epoch: int, seconds: float) -> None:
-    """Inside the epoch's transaction: add it to the history (``create`` made it), and
-    every ``KEPT // 10`` epochs forget those past ``KEPT``."""
-    con.execute(f"INSERT INTO {HISTORY} VALUES ({epoch}, {seconds!r}, now())").fetchall()
-    if epoch % (KEPT // 10) == 0:
-        con.execute(f"DELETE FROM {HISTORY} WHERE epoch <= {epoch - KEPT}").fetchall()
+def record(
+    con: duckdb.DuckDBPyConnection, epochs: Sequence[tuple[int, float, datetime.datetime]]
+) -> None:
+    """Inside an open transaction: add ``epochs`` (number, seconds, commit time, in order)
+    to the history (``create`` made it), and where one is a multiple of ``KEPT // 10``,
+    forget those past the last ``KEPT``."""
+    if not epochs:
+        return
+    values = ", ".join(
+        f"({int(epoch)}, {float(seconds)!r}, TIMESTAMPTZ '{committed.isoformat()}')"
+        for epoch, seconds, committed in epochs
+    )
+    con.execute(f"INSERT INTO {HISTORY} VALUES {values}").fetchall()
+    if any(epoch % (KEPT // 10) == 0 for epoch, _, _ in epochs):
+        last = max(epoch for epoch, _, _ in epochs)
+        con.execute(f"DELETE FROM {HISTORY} WHERE epoch <= {last - KEPT}").fetchall()
 
 
 def read(con: duckdb.DuckDBPyConnection) -> EpochTimes | None:

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from ivm.views import history, relation_times
+from ivm.views import history
 from ivm.views.changefeeds import Callback, Changefeeds, Subscription
+from ivm.views.epoch_records import EpochRecords
 from ivm.views.epochs import EpochLedger
 from ivm.views.streaming import Select, Streams, StreamSink
 
@@ -33,7 +34,7 @@ class Outside(_Base):
         self._feeds = Changefeeds(self)
         self._streams = Streams(self)
         self._init_stats()
-        self._history_ready = False
+        self._records = EpochRecords()  # the epochs' times, written some at a time
         self._on_close_actions: list[Callable[[], None]] = []  # run first at close
 
     # -- public API --------------------------------------------------------------------------
@@ -107,16 +108,11 @@ class Outside(_Base):
 
     def _log_epoch(self, changed: dict[str, str]) -> None:
         """Inside the epoch's transaction: log the views' changes (changefeeds), the streams'
-        batch ids, the epoch's time (``views.history``) and each table's and view's time and
-        rows, and the epoch's profile (``views.relation_times``)."""
+        batch ids, and the epoch's times (held, and written some epochs at a time:
+        ``views.epoch_records``)."""
         self._feeds.log(changed, self.epoch + 1)
         self._streams.record(self.epoch + 1)
-        if not self._history_ready:  # once per session: the table, if the state has none
-            history.create(self._con)
-            relation_times.create(self._con)
-            self._on_commit.append(self._history_created)
-        history.record(self._con, self.epoch + 1, sum(self._profile.phases.values()))
-        relation_times.record(self._con, self._profile)
+        self._records.log(self._con, self._profile, self._on_commit, self._on_rollback)
 
     def _after_epoch(self, deltas: dict[str, pa.Table]) -> None:
         """After the epoch committed: keep its deltas, tell the subscribers."""
@@ -124,9 +120,7 @@ class Outside(_Base):
         self._record_times(self.last_profile)
         self._feeds.publish(self.epoch, deltas)
 
-    def _history_created(self) -> None:
-        self._history_ready = True
-
     def _history(self) -> history.EpochTimes | None:
         """The last epoch's time and the median of the epochs the state recorded."""
+        self._records.flush(self._con)
         return history.read(self._con)

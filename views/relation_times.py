@@ -1,8 +1,9 @@
 """Each table's and view's epochs, kept in the state: for ``db.stats()``, ``ivm status``
 and ``explain(analyze=True)`` in any later session.
 
-Written inside each epoch's own transaction (as ``views.history``), so the record holds
-exactly the committed epochs, across crashes and restarts:
+Written inside the transaction of the epoch recorded or of a later one, some epochs at a
+time (``views.epoch_records``; as ``views.history``), so the record holds only committed
+epochs; a crash loses the times of the last few:
 
 * ``RELATIONS``: per epoch, each table and view it changed: the seconds its change took
   and the rows of that change; the last ``KEPT`` rows of each relation are kept, and
@@ -11,8 +12,9 @@ exactly the committed epochs, across crashes and restarts:
 * ``PROFILE``: the last epoch's profile (``EpochProfile.to_json``): its phases up to the
   commit, each view's time and each operator's (or Spark stage's) rows and time.
 
-An epoch adds two statements (one INSERT into each, values inlined: parameter binding
-costs more than the insert); every ``PRUNE_EVERY`` epochs a few more forget the past.
+A write adds two statements (one INSERT into each, values inlined: parameter binding
+costs more than the insert); where it records an epoch that is a multiple of
+``PRUNE_EVERY``, a few more forget the past.
 
 State written before these tables existed opens as it is: they are created at its next
 epoch, and read as empty until then.
@@ -20,6 +22,7 @@ epoch, and read as empty until then.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -65,21 +68,27 @@ def create(con: duckdb.DuckDBPyConnection) -> None:
     ).fetchall()
 
 
-def record(con: duckdb.DuckDBPyConnection, profile: EpochProfile) -> None:
-    """Inside the epoch's transaction (``create`` made the tables): add the tables and views
-    ``profile``'s epoch changed and its profile, and every ``PRUNE_EVERY`` epochs forget
-    each relation's rows past ``KEPT`` (counted in ``RETIRED``) and older profiles."""
-    epoch = int(profile.epoch)
-    ran = {**profile.tables, **profile.views}
-    if ran:
-        values = ", ".join(
-            f"({_literal(name)}, {epoch}, {float(seconds)!r}, {int(profile.rows.get(name, 0))})"
-            for name, seconds in ran.items()
-        )
+def record(con: duckdb.DuckDBPyConnection, profiles: Sequence[EpochProfile]) -> None:
+    """Inside an open transaction (``create`` made the tables): add the tables and views
+    each of ``profiles``' epochs (in order) changed and the last one's profile, and where
+    one of the epochs is a multiple of ``PRUNE_EVERY``, forget each relation's rows past
+    ``KEPT`` (counted in ``RETIRED``) and older profiles."""
+    if not profiles:
+        return
+    values = ", ".join(
+        f"({_literal(name)}, {int(profile.epoch)}, {float(seconds)!r}, "
+        f"{int(profile.rows.get(name, 0))})"
+        for profile in profiles
+        for name, seconds in {**profile.tables, **profile.views}.items()
+    )
+    if values:
         con.execute(f"INSERT INTO {RELATIONS} VALUES {values}").fetchall()
-    con.execute(f"INSERT INTO {PROFILE} VALUES ({epoch}, {_literal(profile.to_json())})").fetchall()
-    if epoch % PRUNE_EVERY == 0:
-        _prune(con, epoch)
+    last = profiles[-1]
+    con.execute(
+        f"INSERT INTO {PROFILE} VALUES ({int(last.epoch)}, {_literal(last.to_json())})"
+    ).fetchall()
+    if any(int(p.epoch) % PRUNE_EVERY == 0 for p in profiles):
+        _prune(con, int(last.epoch))
 
 
 def _prune(con: duckdb.DuckDBPyConnection, epoch: int) -> None:

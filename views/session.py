@@ -330,6 +330,7 @@ class Session(Surface, Ddl, Ingest, ViewState, Names):
             try:
                 run_all(self._on_close_actions)  # servers stop (views.serving)
                 if self._ready:
+                    self._records.flush(self._con)  # the epochs' times held
                     self._saved.save()
                     self._engine.closing()  # Spark: sparse partition files rewritten
             finally:

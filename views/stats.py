@@ -81,6 +81,7 @@ class Stats(_Base):
         for size in self._arrangements.sizes():
             for reader in size.readers:
                 memory[reader] = memory.get(reader, 0) + size.bytes
+        self._records.flush(self._con)  # the epochs' times held (views.epoch_records)
         recorded = relation_times.read(self._con)
         found = {}
         for name in [*self._tables, *self._views]:

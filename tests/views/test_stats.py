@@ -111,6 +111,7 @@ def test_the_record_keeps_each_relations_last_epochs(monkeypatch: Any) -> None:
         for epoch in range(7):
             load(db, epoch)
         db.ingest("idle", [{"a": 1}])  # epoch 8: prunes, leaving idle's one epoch
+        db._records.flush(db._con)  # the epochs' times held (views.epoch_records), written
         kept = db._con.execute(
             f"SELECT relation, count(*) FROM {relation_times.RELATIONS} GROUP BY ALL ORDER BY 1"
         ).fetchall()
