@@ -56,6 +56,7 @@ class EpochRecords:
             datetime.datetime.now(datetime.UTC), profile,
         )
         if len(self.held) + 1 < WRITE_EVERY:
+            self._make_tables(con, on_commit)  # at a session's first epoch, as ever
             on_commit.append(lambda: self.held.append(record))
             return
         self._write(con, [record], on_commit, on_rollback)
@@ -95,12 +96,18 @@ class EpochRecords:
         held no more, unless it rolls back."""
         records, self.held = [*self.held, *new], []
         on_rollback.append(lambda: self._held_again(records, new))
+        self._make_tables(con, on_commit)
+        history.record(con, [(r.epoch, r.seconds, r.committed) for r in records])
+        relation_times.record(con, [r.profile for r in records])
+
+    def _make_tables(
+        self, con: duckdb.DuckDBPyConnection, on_commit: list[Callable[[], None]]
+    ) -> None:
+        """The record's tables, if the state has none (once per session)."""
         if not self._tables_made:
             history.create(con)
             relation_times.create(con)
             on_commit.append(self._made)
-        history.record(con, [(r.epoch, r.seconds, r.committed) for r in records])
-        relation_times.record(con, [r.profile for r in records])
 
     def _made(self) -> None:
         self._tables_made = True
