@@ -59,6 +59,10 @@ CASES: dict[str, dict[str, str]] = {
         "count_bug": "SELECT id, (SELECT COUNT(*) FROM r WHERE r.k = l.k) AS n, "
                      "(SELECT SUM(y) FROM r WHERE r.k = l.k) AS s, "
                      "(SELECT COUNT(y) * 2 + l.x FROM r WHERE r.k = l.k) AS t FROM l",
+        # A FILTER keeps the count's 0 over no rows (the fuzzer's seed 6421522906).
+        "count_bug_filter": "SELECT id, (SELECT COUNT(*) FILTER (WHERE r.y > 0) FROM r "
+                            "WHERE r.k = l.k) AS n, (SELECT COUNT(y) FILTER (WHERE r.y < 3) "
+                            "+ 1 FROM r WHERE r.k = l.k) AS m FROM l",
         "global": "SELECT id, x - (SELECT MAX(y) FROM r) AS d FROM l "
                   "WHERE x > (SELECT AVG(y) FROM r)",
         "lookup": "SELECT id, (SELECT v FROM p WHERE p.name = l.k) AS v, "
@@ -81,6 +85,8 @@ CASES: dict[str, dict[str, str]] = {
         "between": "SELECT id, (SELECT MIN(y) FROM r WHERE r.y BETWEEN l.x AND l.x + 1) AS lo, "
                    "(SELECT MAX(y) FROM r WHERE r.y <> l.x) AS hi, "
                    "(SELECT COUNT(y) * 2 + l.id FROM r WHERE r.y > l.x) AS c FROM l",
+        "count_filter": "SELECT id, (SELECT COUNT(*) FILTER (WHERE r.k > 1) FROM r "
+                        "WHERE r.y < l.x) AS n FROM l",
         "mixed": "SELECT id, (SELECT SUM(y) FROM r WHERE r.k = l.k AND r.y < l.x) AS s, "
                  "(SELECT AVG(y) FROM r WHERE r.k <> l.k AND r.y >= l.id) AS m FROM l",
         "filtered": "SELECT * FROM l WHERE x > (SELECT COUNT(*) FROM r WHERE r.y < l.x) "
@@ -269,6 +275,8 @@ def test_unnamed_subquery_items_may_be_ordered_by_position() -> None:
 SPARK_VIEWS = {
     "count": "SELECT id, (SELECT COUNT(*) FROM r WHERE r.k = l.k) AS n, "
              "x > (SELECT MAX(y) FROM r) AS g FROM l",
+    "count_filter": "SELECT id, (SELECT COUNT(*) FILTER (WHERE r.y > 0) FROM r "
+                    "WHERE r.k = l.k) AS n FROM l",
     "eq_max": "SELECT * FROM l WHERE x = (SELECT MAX(y) FROM r)",
 }
 

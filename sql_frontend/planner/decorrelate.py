@@ -29,6 +29,7 @@ from ivm.operators.project import Project
 from ivm.plan.node import Plan
 from ivm.sql_frontend.planner.aggregate_calls import calls_in, has_aggregate
 from ivm.sql_frontend.planner.context import Context, Scope
+from ivm.sql_frontend.planner.empty_aggregates import empty_value
 from ivm.sql_frontend.planner.grouping import sql_text
 from ivm.sql_frontend.planner.naming import ref
 from ivm.sql_frontend.planner.subquery_joins import outer_keys
@@ -37,9 +38,6 @@ from ivm.sql_frontend.planner.windows import windowing
 Resolve = Callable[[exp.Column], exp.Expression | None]
 """An enclosing query's column, as an expression over the plan the subquery joins to (None
 when that plan does not have it)."""
-
-EMPTY_COUNT = (exp.Count,)
-"""Calls whose value over no rows is 0 (every other aggregate gives NULL)."""
 
 
 @dataclass
@@ -188,7 +186,7 @@ def decorrelate(
             def swap(n: exp.Expression) -> exp.Expression:
                 if sql_text(n) in calls and not isinstance(n, exp.Column):
                     if empty:
-                        return exp.Literal.number(0) if isinstance(n, EMPTY_COUNT) else exp.null()
+                        return empty_value(n)
                     return ref(f"{alias}.{calls[sql_text(n)][0]}", n)
                 return n
 

@@ -37,6 +37,7 @@ from ivm.operators.project import Project
 from ivm.plan.node import Plan
 from ivm.sql_frontend.planner.aggregate_calls import calls_in, has_aggregate, in_scope
 from ivm.sql_frontend.planner.context import Context, Scope
+from ivm.sql_frontend.planner.empty_aggregates import counts_over_no_rows
 from ivm.sql_frontend.planner.grouping_sets import plain_group
 from ivm.sql_frontend.planner.naming import ref, rename_columns
 from ivm.sql_frontend.planner.outer_joins import outer_join
@@ -48,10 +49,6 @@ HIDDEN_COLUMN = "__ivm_order{}"
 WRAPPED = "__ivm_ranked"
 GROUPED = "__ivm_grouped"
 MATCHED = "__ivm_matched"
-EMPTY_ZERO = (exp.Count, exp.CountIf)
-"""Aggregates whose value over no rows is 0 (every other one gives NULL)."""
-
-
 def correlated_lateral(
     ctx: Context,
     left: Plan,
@@ -306,7 +303,7 @@ class _Rewriter:
                 if entry is None:
                     return node
                 column = exp.column(entry[0], table=GROUPED)
-                if isinstance(node, EMPTY_ZERO):
+                if counts_over_no_rows(node):  # a domain value with no group: 0
                     return exp.Coalesce(this=column, expressions=[exp.Literal.number(0)])
                 return column
 

@@ -177,3 +177,15 @@ def test_each_of_those_views_alone_is_exact() -> None:
     maintained_or_refused({"a": "SELECT q4.k FROM t1 AS q2 RIGHT JOIN t3 AS q3 ON q3.d "
                                 "ASOF LEFT JOIN t1 AS q4 ON q3.b <= q4.b"}, [epoch])
     maintained_or_refused({"b": "SELECT q2.x FROM t1 AS q2 SEMI JOIN t3 AS q3 ON q3.d"}, [epoch])
+
+
+def test_a_filtered_count_of_no_rows_is_zero() -> None:
+    """Seed 6421522906: a correlated COUNT … FILTER whose key has no group read NULL
+    (the count bug's fix did not see through FILTER), equality- and theta-correlated."""
+    maintained_or_refused({
+        "eq": "SELECT (SELECT COUNT(2.25) FILTER (WHERE q4.a) FROM t2 AS q4 "
+              "WHERE q4.a = q2.b) AS c1 FROM t2 AS q1 LEFT JOIN t3 AS q2 ON q2.a",
+        "theta": "SELECT (SELECT COUNT(*) FILTER (WHERE q4.a > 0) FROM t2 AS q4 "
+                 "WHERE q4.a < q2.b) AS c1 FROM t2 AS q1 LEFT JOIN t3 AS q2 ON q2.a",
+    }, [inserts(t2=[T2, (4, 5, "", 1.5, None)], t3=[T3, T3B]),
+        inserts(t2=[(2, 3, "c", 0.1, None)])])
