@@ -18,17 +18,17 @@ COUNT_NAMES = frozenset({"count_star"})
 """The same among the calls sqlglot leaves as anonymous functions (lower case)."""
 
 
-def empty_value(call: exp.Expression) -> exp.Expression:
-    """The value of the aggregate ``call`` over no rows: 0 for the counts, NULL for the
-    rest (a FILTER keeps its call's empty value)."""
+def counts_over_no_rows(call: exp.Expression) -> bool:
+    """Whether the aggregate ``call``'s value over no rows is 0, not NULL (a FILTER keeps
+    its call's)."""
     while isinstance(call, exp.Filter):
         call = call.this
-    counts = isinstance(call, COUNTS) or (
+    return isinstance(call, COUNTS) or (
         isinstance(call, exp.Anonymous) and str(call.this).lower() in COUNT_NAMES
     )
-    return exp.Literal.number(0) if counts else exp.null()
 
 
-def counts_over_no_rows(call: exp.Expression) -> bool:
-    """Whether ``call``'s value over no rows is 0 (not NULL)."""
-    return not isinstance(empty_value(call), exp.Null)
+def empty_value(call: exp.Expression) -> exp.Expression:
+    """The value of the aggregate ``call`` over no rows: 0 for the counts, NULL for the
+    rest."""
+    return exp.Literal.number(0) if counts_over_no_rows(call) else exp.null()
