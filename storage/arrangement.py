@@ -40,6 +40,7 @@ import numpy as np
 import pyarrow as pa
 
 from ivm import faults
+from ivm.storage.distinct import distinct, distinct_of_sorted
 from ivm.storage.sorted_search import equal_ranges, fences_of, uses_fences
 from ivm.storage.sqltext import WEIGHT
 
@@ -260,7 +261,7 @@ class Arrangement:
     def lookup_batch(self, wanted: np.ndarray, positive_only: bool = False) -> Batch:
         """As ``lookup``, as a batch: the rows with their key hashes, so a reader can tell
         which key each row was found by."""
-        wanted = np.unique(np.asarray(wanted, np.uint64))
+        wanted = distinct(np.asarray(wanted, np.uint64))
         parts = []
         for batch in self.batches:
             at = batch.find(wanted)
@@ -328,7 +329,7 @@ def _merged_pair(old: Batch, new: Batch) -> Batch:
     dropped, then one stable sort by key hash, which for two sorted runs is a merge."""
     if len(new) == 0 or len(old) == 0:
         return new if len(old) == 0 else old
-    candidates = old.find(np.unique(new.keys))
+    candidates = old.find(distinct_of_sorted(new.keys))
     new_ids = pair_ids(new.keys, new.hashes)
     by_id = np.argsort(new_ids)
     sorted_ids = new_ids[by_id]

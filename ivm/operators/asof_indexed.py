@@ -51,6 +51,7 @@ from ivm.operators.time_index import (
 )
 from ivm.plan.sql import W, column_list
 from ivm.schema import quote
+from ivm.storage.distinct import distinct, members
 from ivm.storage.sqltext import hashes_halves
 
 if TYPE_CHECKING:
@@ -155,17 +156,17 @@ def _moved(
         [old, new], keys, times, before, strict)
     keep = (old_found != new_found) | (new_found & (old_match != new_match))
     if left_points is not None:
-        keep |= np.isin(affected, points_of(left_points.keys, left_points.times))
+        keep |= members(affected, points_of(left_points.keys, left_points.times))
     if right_points is not None:
         changed = points_of(right_points.keys, right_points.times)
-        keep |= old_found & np.isin(points_of(keys, old_match), changed)
+        keep |= old_found & members(points_of(keys, old_match), changed)
     changes = [p for p in (left_points, right_points) if p is not None]
     rows = _with_key_values(pa.table({
         "__lt": times[keep],
         "__old": pa.array(old_match[keep], mask=~old_found[keep]),
         "__new": pa.array(new_match[keep], mask=~new_found[keep]),
     }), changes, keys[keep])
-    matches = np.unique(np.concatenate([
+    matches = distinct(np.concatenate([
         points_of(keys[keep & found], match[keep & found])
         for match, found in ((old_match, old_found), (new_match, new_found))
     ]))
@@ -246,7 +247,7 @@ def _affected(
         found.append(old.left.between(keys, low, high))
     if not found:
         return np.empty(0, dtype="S16")
-    return np.unique(np.concatenate(found))
+    return distinct(np.concatenate(found))
 
 
 def _with_key_values(rows: pa.Table, changes: Sequence[Points], keys: np.ndarray) -> pa.Table:

@@ -21,6 +21,7 @@ import pyarrow as pa
 from ivm.errors import ExecutionError
 from ivm.functions.moments import Invertible
 from ivm.functions.wide_integers import Wide, is_wide
+from ivm.storage.distinct import all_distinct
 from ivm.storage.sqltext import WEIGHT
 
 DECIMAL_LIMIT = 10**38
@@ -59,7 +60,7 @@ def stepped_versions(
     not handle (the statement computes the step then)."""
     groups = partials.num_rows
     weights = old.column(WEIGHT).to_numpy()
-    if np.any(weights != 1) or len(np.unique(at)) != len(at):
+    if np.any(weights != 1) or not all_distinct(at):
         return None  # not one live version per group: leave it to the statement
     labels = {c: f"{call.function} of a group" for call in calls for c in call.moments.values()}
     labels[count] = "the group's row count"

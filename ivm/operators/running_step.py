@@ -26,6 +26,7 @@ from ivm.operators.invertible_aggregate import COUNT, KEY_HASH, InMemory
 from ivm.operators.invertible_step import moment_sum
 from ivm.plan.sql import W, column_list, consolidate_sql, null_safe_match
 from ivm.schema import quote
+from ivm.storage.distinct import all_distinct
 from ivm.storage.sqltext import WEIGHT, key_hash_sql
 
 if TYPE_CHECKING:
@@ -68,7 +69,7 @@ def stepped_in_memory(op: RunningAggregate, run: Run, change: str) -> str | InMe
     if found is None:
         return InMemory.UNDECIDED
     old, at = found
-    if np.any(old.column(WEIGHT).to_numpy() != 1) or len(np.unique(at)) != len(at):
+    if np.any(old.column(WEIGHT).to_numpy() != 1) or not all_distinct(at):
         return InMemory.UNDECIDED  # not one live version per group
     position = np.full(groups, -1, np.int64)
     position[at] = np.arange(len(at))

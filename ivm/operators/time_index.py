@@ -30,6 +30,7 @@ from functools import cached_property
 import numpy as np
 
 from ivm import faults
+from ivm.storage.distinct import distinct
 
 SIGN = np.uint64(1 << 63)
 """The sign bit of a time code, flipped so that unsigned byte order is numeric order."""
@@ -279,7 +280,7 @@ class TimeIndex:
         positions = positions[~_found(dead, np.searchsorted(dead, positions), positions)]
         added = _ranges(np.searchsorted(self.tail, lows, side="left"),
                         np.searchsorted(self.tail, highs, side="right"))
-        return np.unique(np.concatenate([self.base[positions], self.tail[added]]))
+        return distinct(np.concatenate([self.base[positions], self.tail[added]]))
 
     @staticmethod
     def _at(sorted_: np.ndarray, at: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
